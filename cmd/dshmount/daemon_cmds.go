@@ -1,0 +1,4 @@
+package main
+
+// daemonCommands returns the verbs that run or manage the daemon.
+func daemonCommands() []command { return nil }

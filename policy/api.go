@@ -1,0 +1,84 @@
+// Package policy turns "read before you write" into guards. It owns the
+// observation store on Badger (sessions, observations, version generations,
+// last writers, the audit log) and the Engine: the one decide → provider call
+// → record path that the control socket and the FUSE layer both use.
+//
+// It must not know about FUSE or sockets.
+package policy
+
+import (
+	"time"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// SessionID identifies an observation owner. The empty SessionID is "no
+// session": such an actor is never guarded by observations.
+type SessionID string
+
+// Channel says how a request reached the daemon.
+type Channel string
+
+// Channels.
+const (
+	ChannelSocket Channel = "socket"
+	ChannelMount  Channel = "mount"
+)
+
+// Actor is who asks for an operation.
+type Actor struct {
+	Session SessionID // empty: not bound to a session
+	PID     int32     // caller's pid when known (mount), else 0
+	UID     uint32    // caller's uid
+	Channel Channel
+}
+
+// ObservationKind is present or absent. "Unseen" is the absence of an
+// observation.
+type ObservationKind string
+
+// Observation kinds.
+const (
+	ObservedPresent ObservationKind = "present"
+	ObservedAbsent  ObservationKind = "absent"
+)
+
+// Observation is one authoritative sighting of a target by a session.
+type Observation struct {
+	Kind    ObservationKind
+	Version provider.Version // for ObservedPresent
+}
+
+// Present returns a present observation at v.
+func Present(v provider.Version) Observation {
+	return Observation{Kind: ObservedPresent, Version: v}
+}
+
+// Absent returns an absent observation.
+func Absent() Observation { return Observation{Kind: ObservedAbsent} }
+
+// Session describes one open session.
+type Session struct {
+	ID       SessionID
+	Name     string
+	Opened   time.Time
+	LastUsed time.Time
+}
+
+// MutationOp names a mutation in version metadata and the audit log.
+type MutationOp string
+
+// Mutation operations.
+const (
+	OpWrite    MutationOp = "write"
+	OpEdit     MutationOp = "edit"
+	OpPatch    MutationOp = "patch"
+	OpDelete   MutationOp = "delete"
+	OpMove     MutationOp = "move"
+	OpCreate   MutationOp = "create"
+	OpTruncate MutationOp = "truncate"
+	OpRename   MutationOp = "rename"
+	OpUnlink   MutationOp = "unlink"
+	OpSetattr  MutationOp = "setattr"
+	OpLink     MutationOp = "link"
+)
