@@ -25,7 +25,10 @@ const (
 	CodeSameTarget       Code = "FS_SAME_TARGET"
 	CodeTooLarge         Code = "FS_TOO_LARGE"
 	CodeAborted          Code = "FS_ABORTED"
-	CodeInvalidArgument  Code = "FS_INVALID_ARGUMENT"
+	// CodeInvalidArgument is dshmount's one addition to the seed list: a
+	// request argument that no backend could accept (NUL in a path, invalid
+	// UTF-8 content, an empty edit string).
+	CodeInvalidArgument Code = "FS_INVALID_ARGUMENT"
 )
 
 // Codes lists every code in a stable order.
@@ -33,7 +36,7 @@ var Codes = []Code{
 	CodeNotFound, CodeNotDirectory, CodeNotText, CodeNotRegularFile,
 	CodePermissionDenied, CodeSandboxDenied, CodeIOError, CodeStaleVersion,
 	CodeNotObserved, CodeAmbiguousEdit, CodeEditNotFound, CodePatchMismatch,
-	CodeSameTarget, CodeTooLarge, CodeAborted,
+	CodeSameTarget, CodeTooLarge, CodeAborted, CodeInvalidArgument,
 }
 
 // Sentinel errors, one per code, for errors.Is matching:
@@ -54,6 +57,7 @@ var (
 	ErrSameTarget       = &Error{Code: CodeSameTarget}
 	ErrTooLarge         = &Error{Code: CodeTooLarge}
 	ErrAborted          = &Error{Code: CodeAborted}
+	ErrInvalidArgument  = &Error{Code: CodeInvalidArgument}
 )
 
 // Error is the one filesystem error type. It carries a stable Code, the
