@@ -1,0 +1,5 @@
+def a():
+    return 2
+
+def b():
+    return 1
