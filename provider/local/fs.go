@@ -1,0 +1,116 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// DefaultMaxBasisBytes is the default bound of Before/SourceBefore texts.
+const DefaultMaxBasisBytes int64 = 8 << 20
+
+// defaultChunkSize is the read size of StreamText.
+const defaultChunkSize = 64 << 10
+
+// Options configure a local FS.
+type Options struct {
+	// Generations supplies the per-identity generation folded into versions;
+	// nil means provider.NewMemoryGenerations().
+	Generations provider.Generations
+	// Aliases are extra absolute roots that map onto the workspace (e.g. the
+	// mountpoint). Absolute paths under them are accepted by Resolve and
+	// ProcessPathFromHostPath; they are mapped lexically and never touched.
+	Aliases []string
+	// MaxBasisBytes bounds the Before/SourceBefore texts of outcomes; a prior
+	// file larger than this gets a nil basis. Zero means DefaultMaxBasisBytes.
+	MaxBasisBytes int64
+}
+
+// FS is the host-disk provider.FileSystem rooted at one workspace directory.
+// It is safe for concurrent use.
+type FS struct {
+	root     string   // canonical absolute root
+	rootFD   int      // O_PATH descriptor of root; all I/O is relative to it
+	prefixes []string // root, then the aliases, as cleaned absolute paths
+	gens     provider.Generations
+	maxBasis int64
+	locks    *lockTable
+	chunk    int   // StreamText read size
+	hooks    hooks // test seams; zero in production
+}
+
+// hooks are seams set only by tests in this package.
+type hooks struct {
+	// beforePublish runs after the temp file is staged, right before rename.
+	beforePublish func(dir *os.File, name string)
+	// removeSource replaces the unlink of a move's source when set.
+	removeSource func(dir *os.File, name string) error
+}
+
+var _ provider.FileSystem = (*FS)(nil)
+
+// New returns an FS rooted at root, which must exist and be a directory. The
+// root is canonicalised (absolute, symbolic links resolved).
+func New(root string, opts Options) (*FS, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("local: workspace root %q: %w", root, err)
+	}
+	canon, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("local: workspace root %q: %w", root, err)
+	}
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Open(canon, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		if errors.Is(err, unix.ENOTDIR) {
+			return nil, fmt.Errorf("local: workspace root %q is not a directory", root)
+		}
+		return nil, fmt.Errorf("local: open workspace root %q: %w", root, &os.PathError{Op: "open", Path: canon, Err: err})
+	}
+	fs := &FS{
+		root:     canon,
+		rootFD:   fd,
+		prefixes: []string{canon},
+		gens:     opts.Generations,
+		maxBasis: opts.MaxBasisBytes,
+		locks:    newLockTable(),
+		chunk:    defaultChunkSize,
+	}
+	if fs.gens == nil {
+		fs.gens = provider.NewMemoryGenerations()
+	}
+	if fs.maxBasis <= 0 {
+		fs.maxBasis = DefaultMaxBasisBytes
+	}
+	if abs = filepath.Clean(abs); abs != canon {
+		// The spelling the caller used is an alias of the canonical root, so
+		// absolute symbolic links written against it stay inside.
+		fs.prefixes = append(fs.prefixes, abs)
+	}
+	for _, a := range opts.Aliases {
+		if !filepath.IsAbs(a) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("local: alias %q must be an absolute path", a)
+		}
+		fs.prefixes = append(fs.prefixes, filepath.Clean(a))
+	}
+	return fs, nil
+}
+
+// Root returns the canonical absolute workspace root.
+func (fs *FS) Root() string { return fs.root }
+
+// Close releases the root descriptor. Calls after Close fail.
+func (fs *FS) Close() error {
+	if err := unix.Close(fs.rootFD); err != nil {
+		return fmt.Errorf("local: close workspace root: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package local
+
+import (
+	"context"
+	"sync"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// lockTable holds one lock per target key that is in use. The table mutex
+// only guards the map; it is never held while waiting for a key or during
+// I/O. Entries are reference-counted and dropped when unused.
+type lockTable struct {
+	mu      sync.Mutex
+	entries map[provider.Key]*keyLock
+}
+
+// keyLock is a context-aware mutex: a one-slot channel.
+type keyLock struct {
+	slot chan struct{}
+	refs int
+}
+
+func newLockTable() *lockTable {
+	return &lockTable{entries: make(map[provider.Key]*keyLock)}
+}
+
+// lock acquires the locks of keys in canonical (sorted) order, so two calls
+// that lock the same pair cannot deadlock. It returns the function that
+// releases them, or ctx's error when ctx ends first (nothing stays held).
+// keys must be distinct.
+func (lt *lockTable) lock(ctx context.Context, keys ...provider.Key) (func(), error) {
+	if len(keys) == 2 && keys[1] < keys[0] {
+		keys = []provider.Key{keys[1], keys[0]}
+	}
+	held := make([]provider.Key, 0, len(keys))
+	release := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			lt.release(held[i])
+		}
+	}
+	for _, k := range keys {
+		if err := lt.acquire(ctx, k); err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, k)
+	}
+	return release, nil
+}
+
+// acquire takes the lock of one key.
+func (lt *lockTable) acquire(ctx context.Context, k provider.Key) error {
+	lt.mu.Lock()
+	e := lt.entries[k]
+	if e == nil {
+		e = &keyLock{slot: make(chan struct{}, 1)}
+		lt.entries[k] = e
+	}
+	e.refs++
+	lt.mu.Unlock()
+	select {
+	case e.slot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		lt.drop(k, e)
+		return ctx.Err()
+	}
+}
+
+// release frees the lock of one key.
+func (lt *lockTable) release(k provider.Key) {
+	lt.mu.Lock()
+	e := lt.entries[k]
+	lt.mu.Unlock()
+	<-e.slot
+	lt.drop(k, e)
+}
+
+// drop gives up one reference to e.
+func (lt *lockTable) drop(k provider.Key, e *keyLock) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	e.refs--
+	if e.refs == 0 {
+		delete(lt.entries, k)
+	}
+}
+
+// size returns the number of keys in use (for tests).
+func (lt *lockTable) size() int {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return len(lt.entries)
+}

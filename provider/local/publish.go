@@ -1,0 +1,235 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// newFileMode is the mode of a created file, before the process umask.
+const newFileMode = 0o644
+
+// newDirMode is the mode of a created parent directory, before the umask.
+const newDirMode = 0o755
+
+// publishSpec describes one atomic publication.
+type publishSpec struct {
+	data string
+	// like is the stat of the file whose mode and ownership the new file
+	// takes; nil for a brand-new file (newFileMode, owner of the directory).
+	like *unix.Stat_t
+	// noReplace refuses (FS_NOT_OBSERVED) when the name exists at rename
+	// time, however it got there.
+	noReplace bool
+	// ignoreCtx publishes even when the context ended after staging (a move
+	// checks cancellation before staging only).
+	ignoreCtx bool
+}
+
+// published is the result of a publication.
+type published struct {
+	st      unix.Stat_t
+	version provider.Version
+}
+
+// publish stages spec.data in a temp file in the target's directory, fsyncs
+// it, bumps the generation of the new identity, renames it over the target
+// and fsyncs the directory. On any failure the temp file is removed and the
+// old content is left intact.
+func (fs *FS) publish(ctx context.Context, p *probe, spec publishSpec) (published, error) {
+	var out published
+	if err := checkCtx(ctx, p.op, p.disp); err != nil {
+		return out, err
+	}
+	if p.dir == nil {
+		dir, err := fs.mkdirAll(p.dirRel)
+		if err != nil {
+			return out, ioFailure(p.op, p.disp, err)
+		}
+		p.dir = dir
+	}
+	dirFD := int(p.dir.Fd())
+	tmp, f, err := createTemp(dirFD, p.name, spec.like)
+	if err != nil {
+		return out, ioFailure(p.op, p.disp, pathErr("openat", tmpPath(p.dirRel, p.name), err))
+	}
+	staged := true
+	defer func() {
+		f.Close()
+		if staged {
+			_ = retryEINTR0(func() error { return unix.Unlinkat(dirFD, tmp, 0) })
+		}
+	}()
+	if err := stageContent(f, spec); err != nil {
+		return out, ioFailure(p.op, p.disp, err)
+	}
+	st, err := fstat(f)
+	if err != nil {
+		return out, ioFailure(p.op, p.disp, err)
+	}
+	gen := fs.gens.Bump(FileIDOf(&st))
+	if fs.hooks.beforePublish != nil {
+		fs.hooks.beforePublish(p.dir, p.name)
+	}
+	if !spec.ignoreCtx {
+		if err := checkCtx(ctx, p.op, p.disp); err != nil {
+			return out, err
+		}
+	}
+	if err := renameInto(dirFD, tmp, p.name, spec.noReplace); err != nil {
+		switch {
+		case errors.Is(err, unix.EEXIST) || (spec.noReplace && errors.Is(err, unix.ENOTEMPTY)):
+			return out, existsRefusal(p.op, p.disp, pathErr("renameat2", p.rel, err))
+		case errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY):
+			return out, notRegular(p.op, p.disp, "directory")
+		}
+		return out, ioFailure(p.op, p.disp, pathErr("renameat", p.rel, err))
+	}
+	staged = false
+	if err := retryEINTR0(p.dir.Sync); err != nil {
+		return out, ioFailure(p.op, p.disp, pathErr("fsync", p.dirRel, err))
+	}
+	if out.st, err = fstat(f); err != nil {
+		return out, ioFailure(p.op, p.disp, err)
+	}
+	out.version = VersionOf(&out.st, gen)
+	return out, nil
+}
+
+// tmpPath names a temp file for messages.
+func tmpPath(dirRel, name string) string { return dirRel + "/." + name + ".tmp" }
+
+// createTemp creates a fresh hidden temp file next to name in dirFD, with
+// the mode and ownership of like (or the defaults of a new file).
+func createTemp(dirFD int, name string, like *unix.Stat_t) (string, *os.File, error) {
+	prefix := name
+	if len(prefix) > 100 {
+		prefix = prefix[:100]
+	}
+	prefix = strings.TrimLeft(prefix, ".")
+	for tries := 0; ; tries++ {
+		tmp := fmt.Sprintf(".%s.dsh-%016x.tmp", prefix, rand.Uint64())
+		fd, err := retryEINTR(func() (int, error) {
+			return unix.Openat(dirFD, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, newFileMode)
+		})
+		if errors.Is(err, unix.EEXIST) && tries < 16 {
+			continue
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		f := os.NewFile(uintptr(fd), tmp)
+		if err := adoptAttrs(fd, dirFD, like); err != nil {
+			f.Close()
+			_ = unix.Unlinkat(dirFD, tmp, 0)
+			return "", nil, pathErr("fchmod", tmp, err)
+		}
+		return tmp, f, nil
+	}
+}
+
+// adoptAttrs gives the temp file the permission bits of like (without
+// set-user-ID and set-group-ID, which a write clears anyway) and, when the
+// process may, the owner of like or, for a new file, of its directory.
+func adoptAttrs(fd, dirFD int, like *unix.Stat_t) error {
+	if like == nil {
+		inheritOwner(fd, dirFD)
+		return nil
+	}
+	if err := retryEINTR0(func() error { return unix.Fchmod(fd, like.Mode&0o1777) }); err != nil {
+		return err
+	}
+	if int(like.Uid) != unix.Geteuid() || int(like.Gid) != unix.Getegid() {
+		// Best effort: only a privileged daemon can give files away.
+		_ = unix.Fchown(fd, int(like.Uid), int(like.Gid))
+	}
+	return nil
+}
+
+// inheritOwner gives a file created by a root daemon the owner of its
+// directory, so a person's workspace does not fill with root-owned files.
+func inheritOwner(fd, dirFD int) {
+	var dir unix.Stat_t
+	if unix.Geteuid() != 0 || unix.Fstat(dirFD, &dir) != nil || dir.Uid == 0 && dir.Gid == 0 {
+		return
+	}
+	_ = unix.Fchown(fd, int(dir.Uid), int(dir.Gid))
+}
+
+// stageContent writes and fsyncs the temp file.
+func stageContent(f *os.File, spec publishSpec) error {
+	if _, err := f.WriteString(spec.data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// renameInto moves tmp over name inside one directory. With noReplace it
+// fails with EEXIST when name exists: renameat2(RENAME_NOREPLACE), or
+// link+unlink on file systems without it.
+func renameInto(dirFD int, tmp, name string, noReplace bool) error {
+	if !noReplace {
+		return retryEINTR0(func() error { return unix.Renameat(dirFD, tmp, dirFD, name) })
+	}
+	err := retryEINTR0(func() error { return unix.Renameat2(dirFD, tmp, dirFD, name, unix.RENAME_NOREPLACE) })
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return err
+	}
+	return linkNoReplace(dirFD, tmp, name)
+}
+
+// linkNoReplace publishes tmp as name with link+unlink, which fails with
+// EEXIST when name exists: the no-replace fallback.
+func linkNoReplace(dirFD int, tmp, name string) error {
+	if err := retryEINTR0(func() error { return unix.Linkat(dirFD, tmp, dirFD, name, 0) }); err != nil {
+		return err
+	}
+	return retryEINTR0(func() error { return unix.Unlinkat(dirFD, tmp, 0) })
+}
+
+// mkdirAll opens the directory rel, creating missing components one at a
+// time, each relative to its parent's descriptor and without following
+// symbolic links.
+func (fs *FS) mkdirAll(rel string) (*os.File, error) {
+	if f, err := fs.openFile(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0); !errors.Is(err, unix.ENOENT) {
+		return f, err
+	}
+	cur, err := fs.openFile(".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	how := &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for _, c := range components(rel) {
+		curFD := int(cur.Fd())
+		fd, err := retryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
+		if errors.Is(err, unix.ENOENT) {
+			err = retryEINTR0(func() error { return unix.Mkdirat(curFD, c, newDirMode) })
+			created := err == nil
+			if created || errors.Is(err, unix.EEXIST) {
+				fd, err = retryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
+			}
+			if created && err == nil {
+				inheritOwner(fd, curFD)
+			}
+		}
+		cur.Close()
+		if err != nil {
+			return nil, pathErr("mkdirat", rel, err)
+		}
+		cur = os.NewFile(uintptr(fd), c)
+	}
+	return cur, nil
+}
