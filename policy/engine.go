@@ -1,0 +1,364 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dshmount/dshmount/patch"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// Event describes one completed mutation, for observers.
+type Event struct {
+	Actor       Actor
+	Op          MutationOp
+	Target      provider.Target
+	Observation Observation // what the actor's session now knows of Target
+	Before      provider.Version
+	After       provider.Version
+	To          *provider.Target // destination of a move or rename
+}
+
+// Observer runs after a mutation is on disk. Its error is reported to the
+// caller (wrapping ErrObserverFailed) but never undoes the mutation.
+type Observer func(ctx context.Context, ev Event) error
+
+// Guard is an explicit per-call override of the decider. Write or Version
+// replaces the decider's guard; Unconditional skips guarding (and is
+// audited). The zero Guard asks the decider.
+type Guard struct {
+	Write         *provider.WriteIntent
+	Version       *provider.VersionGuard
+	Unconditional bool
+}
+
+// Engine is the one guarded path for every mutation: decide the guard →
+// provider call → record the outcome (observation, last writer, audit entry)
+// → observers. The control socket and the FUSE layer both go through it.
+type Engine struct {
+	store *Store
+	fs    provider.FileSystem
+
+	mu        sync.RWMutex
+	decider   Decider
+	observers []Observer
+}
+
+// NewEngine returns an Engine over store and fs with the observation decider
+// registered in the decider slot.
+func NewEngine(store *Store, fs provider.FileSystem) *Engine {
+	e := newEngine(store, fs)
+	e.RegisterDecider(NewObservationDecider(store))
+	return e
+}
+
+// newEngine returns an Engine with an empty decider slot (unguarded until a
+// decider registers).
+func newEngine(store *Store, fs provider.FileSystem) *Engine {
+	return &Engine{store: store, fs: fs}
+}
+
+// RegisterDecider puts d in the single decider slot. It returns false, and
+// changes nothing, when the slot is already taken: the first wins.
+func (e *Engine) RegisterDecider(d Decider) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.decider != nil || d == nil {
+		return false
+	}
+	e.decider = d
+	return true
+}
+
+// AddObserver adds an observer; observers run in the order added.
+func (e *Engine) AddObserver(o Observer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.observers = append(e.observers, o)
+}
+
+// FS returns the provider the Engine drives.
+func (e *Engine) FS() provider.FileSystem { return e.fs }
+
+// Store returns the observation store.
+func (e *Engine) Store() *Store { return e.store }
+
+func (e *Engine) currentDecider() Decider {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.decider
+}
+
+// begin checks that a's session is open and marks it used.
+func (e *Engine) begin(a Actor) error {
+	if a.Session == "" {
+		return nil
+	}
+	if _, ok := e.store.Session(a.Session); !ok {
+		return unknownSession(a.Session)
+	}
+	e.store.Touch(a.Session)
+	return nil
+}
+
+// WriteIntent is the preflight of a write: the guard the decider would use,
+// without recording anything.
+func (e *Engine) WriteIntent(ctx context.Context, a Actor, t provider.Target) (*provider.WriteIntent, error) {
+	if err := e.begin(a); err != nil {
+		return nil, err
+	}
+	return e.decideWrite(ctx, a, t, Guard{})
+}
+
+// EditIntent is the preflight of an edit, a patch or a move source.
+func (e *Engine) EditIntent(ctx context.Context, a Actor, t provider.Target) (*provider.VersionGuard, error) {
+	if err := e.begin(a); err != nil {
+		return nil, err
+	}
+	return e.decideEdit(ctx, a, t, Guard{}, "edit")
+}
+
+// DeleteIntent is the preflight of a delete.
+func (e *Engine) DeleteIntent(ctx context.Context, a Actor, t provider.Target) (*provider.VersionGuard, error) {
+	if err := e.begin(a); err != nil {
+		return nil, err
+	}
+	return e.decideDelete(ctx, a, t, Guard{})
+}
+
+func (e *Engine) decideWrite(ctx context.Context, a Actor, t provider.Target, g Guard) (*provider.WriteIntent, error) {
+	switch {
+	case g.Unconditional:
+		return nil, nil
+	case g.Write != nil:
+		return g.Write, nil
+	case g.Version != nil:
+		return &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: g.Version.Version}, nil
+	}
+	d := e.currentDecider()
+	if d == nil {
+		return nil, nil
+	}
+	return d.WriteIntent(ctx, a, t)
+}
+
+func (e *Engine) decideEdit(ctx context.Context, a Actor, t provider.Target, g Guard, op string) (*provider.VersionGuard, error) {
+	switch {
+	case g.Unconditional:
+		return nil, nil
+	case g.Version != nil:
+		return g.Version, nil
+	case g.Write != nil:
+		if g.Write.Kind != provider.ReplaceIfVersion {
+			return nil, provider.NewError(provider.CodeInvalidArgument, op, t.DisplayPath, nil,
+				"an %s needs a version guard, not %s", op, g.Write.Kind)
+		}
+		return &provider.VersionGuard{Version: g.Write.Version}, nil
+	}
+	d := e.currentDecider()
+	if d == nil {
+		return nil, nil
+	}
+	vg, err := d.EditIntent(ctx, a, t)
+	return vg, withOp(err, op)
+}
+
+func (e *Engine) decideDelete(ctx context.Context, a Actor, t provider.Target, g Guard) (*provider.VersionGuard, error) {
+	if g.Unconditional || g.Version != nil || g.Write != nil {
+		return e.decideEdit(ctx, a, t, g, "delete")
+	}
+	d := e.currentDecider()
+	if d == nil {
+		return nil, nil
+	}
+	vg, err := d.DeleteIntent(ctx, a, t)
+	return vg, withOp(err, "delete")
+}
+
+// withOp relabels a decider's *provider.Error with the real operation.
+func withOp(err error, op string) error {
+	var pe *provider.Error
+	if err == nil || !errors.As(err, &pe) || pe.Op == op {
+		return err
+	}
+	c := *pe
+	c.Op = op
+	return &c
+}
+
+// Stat returns t's metadata and records what a's session now knows of it:
+// present at the stat's version, or absent.
+func (e *Engine) Stat(ctx context.Context, a Actor, t provider.Target) (*provider.Info, error) {
+	if err := e.begin(a); err != nil {
+		return nil, err
+	}
+	info, err := e.fs.Stat(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	obs := Absent()
+	if info != nil {
+		obs = Present(info.Version)
+	}
+	if err := e.observe(a, t, obs); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// Read stats t, then reads its text, and records present at the stat's
+// version. A missing target records absent and fails with FS_NOT_FOUND, so
+// a later guarded write may create it but an edit may not.
+func (e *Engine) Read(ctx context.Context, a Actor, t provider.Target) (string, provider.Info, error) {
+	if err := e.begin(a); err != nil {
+		return "", provider.Info{}, err
+	}
+	info, err := e.fs.Stat(ctx, t)
+	if err != nil {
+		return "", provider.Info{}, err
+	}
+	if info == nil {
+		if err := e.observe(a, t, Absent()); err != nil {
+			return "", provider.Info{}, err
+		}
+		return "", provider.Info{}, provider.NewError(provider.CodeNotFound, "read", t.DisplayPath, nil,
+			"no such file; check the path, or write it to create it")
+	}
+	text, err := e.fs.ReadText(ctx, t)
+	if err != nil {
+		return "", *info, err
+	}
+	if err := e.observe(a, t, Present(info.Version)); err != nil {
+		return text, *info, err
+	}
+	return text, *info, nil
+}
+
+func (e *Engine) observe(a Actor, t provider.Target, obs Observation) error {
+	if a.Session == "" {
+		return nil
+	}
+	if err := e.store.Record(a.Session, t.Key, obs); err != nil {
+		return fmt.Errorf("record observation of %s: %w", t.DisplayPath, err)
+	}
+	return nil
+}
+
+// Write writes content to t under the decided (or explicit) write intent.
+func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content string, g Guard) (provider.WriteOutcome, error) {
+	if err := e.begin(a); err != nil {
+		return provider.WriteOutcome{}, err
+	}
+	intent, err := e.decideWrite(ctx, a, t, g)
+	if err != nil {
+		return provider.WriteOutcome{}, err
+	}
+	out, err := e.fs.WriteText(ctx, t, content, intent)
+	if err != nil {
+		return out, err
+	}
+	var before provider.Version
+	if intent != nil {
+		before = intent.Version
+	}
+	return out, e.commit(ctx, mutation{
+		actor: a, op: OpWrite, target: t, before: before, after: out.Version,
+		obs: Present(out.Version), unconditional: g.Unconditional, detail: string(out.Operation),
+	})
+}
+
+// Edit applies a literal edit to t under the decided (or explicit) guard.
+func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provider.EditRequest, g Guard) (provider.EditOutcome, error) {
+	if err := e.begin(a); err != nil {
+		return provider.EditOutcome{}, err
+	}
+	vg, err := e.decideEdit(ctx, a, t, g, "edit")
+	if err != nil {
+		return provider.EditOutcome{}, err
+	}
+	out, err := e.fs.EditText(ctx, t, req, vg)
+	if err != nil {
+		return out, err
+	}
+	return out, e.commit(ctx, mutation{
+		actor: a, op: OpEdit, target: t, before: guardVersion(vg), after: out.Version,
+		obs: Present(out.Version), unconditional: g.Unconditional,
+	})
+}
+
+// Patch applies parsed hunks to t under the decided (or explicit) guard.
+func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []patch.Hunk, g Guard) (provider.EditOutcome, error) {
+	if err := e.begin(a); err != nil {
+		return provider.EditOutcome{}, err
+	}
+	vg, err := e.decideEdit(ctx, a, t, g, "patch")
+	if err != nil {
+		return provider.EditOutcome{}, err
+	}
+	out, err := e.fs.PatchText(ctx, t, hunks, vg)
+	if err != nil {
+		return out, err
+	}
+	return out, e.commit(ctx, mutation{
+		actor: a, op: OpPatch, target: t, before: guardVersion(vg), after: out.Version,
+		obs: Present(out.Version), unconditional: g.Unconditional,
+	})
+}
+
+// Delete removes t under the decided (or explicit) guard.
+func (e *Engine) Delete(ctx context.Context, a Actor, t provider.Target, g Guard) (provider.DeleteOutcome, error) {
+	if err := e.begin(a); err != nil {
+		return provider.DeleteOutcome{}, err
+	}
+	vg, err := e.decideDelete(ctx, a, t, g)
+	if err != nil {
+		return provider.DeleteOutcome{}, err
+	}
+	out, err := e.fs.DeleteFile(ctx, t, vg)
+	if err != nil {
+		return out, err
+	}
+	return out, e.commit(ctx, mutation{
+		actor: a, op: OpDelete, target: t, before: guardVersion(vg),
+		obs: Absent(), unconditional: g.Unconditional,
+	})
+}
+
+// Move publishes src (optionally patched by hunks) at dst, then removes src;
+// src is guarded as an edit (srcG), dst as a write (dstG). The session
+// records dst present, and src absent only when it was really removed.
+func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hunks []patch.Hunk, srcG, dstG Guard) (provider.MoveOutcome, error) {
+	if err := e.begin(a); err != nil {
+		return provider.MoveOutcome{}, err
+	}
+	sg, err := e.decideEdit(ctx, a, src, srcG, "move")
+	if err != nil {
+		return provider.MoveOutcome{}, err
+	}
+	dg, err := e.decideWrite(ctx, a, dst, dstG)
+	if err != nil {
+		return provider.MoveOutcome{}, withOp(err, "move")
+	}
+	out, err := e.fs.MoveFile(ctx, src, dst, provider.MoveOptions{Hunks: hunks, ExpectedSource: sg, ExpectedDestination: dg})
+	if err != nil {
+		return out, err
+	}
+	m := mutation{
+		actor: a, op: OpMove, target: src, before: guardVersion(sg), after: out.Destination.Version,
+		obs: Present(out.Destination.Version), to: &dst,
+		sourceDeleted: out.SourceDeleted, unconditional: srcG.Unconditional || dstG.Unconditional,
+	}
+	if f := out.SourceFailure; f != nil {
+		m.detail = fmt.Sprintf("source not removed: %s: %s", f.Code, f.Message)
+	}
+	return out, e.commit(ctx, m)
+}
+
+func guardVersion(vg *provider.VersionGuard) provider.Version {
+	if vg == nil {
+		return ""
+	}
+	return vg.Version
+}

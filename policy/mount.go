@@ -1,0 +1,115 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// Mount hooks. The FUSE layer calls them for processes bound to a session
+// (Actor.Session set); unbound callers pass an empty Session and are never
+// refused, but their changes are still recorded (last writer, audit,
+// observers) by RecordMount.
+//
+// Which hook to call:
+//
+//	open for write / truncate / unlink of an existing file,
+//	rename of a source, rename over an existing destination  → CheckMount
+//	create of a file that is absent now (O_CREAT, mknod,
+//	rename or link onto an absent name)                      → CheckMountCreate
+//
+// The errors are *provider.Error values; FUSE maps FS_NOT_OBSERVED to
+// EACCES, FS_STALE_VERSION to ESTALE and FS_NOT_FOUND to ENOENT.
+
+// CheckMount decides whether a's session may change the existing target t,
+// whose version is *current (nil: t is absent now):
+//
+//	no session                         → nil
+//	unknown or closed session          → FS_NOT_OBSERVED (wrapping ErrUnknownSession)
+//	unseen                             → FS_NOT_OBSERVED
+//	observed absent                    → FS_NOT_FOUND, whether or not t exists now
+//	present(v), t absent or not at v   → FS_STALE_VERSION
+//	present(v), t at v                 → nil
+func (e *Engine) CheckMount(a Actor, t provider.Target, current *provider.Version) error {
+	const op = "write"
+	if a.Session == "" {
+		return nil
+	}
+	if _, ok := e.store.Session(a.Session); !ok {
+		return provider.NewError(provider.CodeNotObserved, op, t.DisplayPath, unknownSession(a.Session),
+			"the session bound to this process is closed")
+	}
+	e.store.Touch(a.Session)
+	obs, ok := e.store.Observation(a.Session, t.Key)
+	switch {
+	case !ok:
+		return notObserved(op, t.DisplayPath)
+	case obs.Kind == ObservedAbsent:
+		return observedAbsent(op, t.DisplayPath)
+	case current == nil || *current != obs.Version:
+		return staleVersion(op, t.DisplayPath)
+	}
+	return nil
+}
+
+// CheckMountCreate decides whether a's session may create t. When t exists
+// now (current != nil) it is CheckMount. When t is absent, creating it is
+// allowed if the session never saw it or saw it absent, and FS_STALE_VERSION
+// if the session saw it present (someone removed what it read), as a guarded
+// write would answer.
+func (e *Engine) CheckMountCreate(a Actor, t provider.Target, current *provider.Version) error {
+	if current != nil {
+		return e.CheckMount(a, t, current)
+	}
+	const op = "create"
+	if a.Session == "" {
+		return nil
+	}
+	if _, ok := e.store.Session(a.Session); !ok {
+		return provider.NewError(provider.CodeNotObserved, op, t.DisplayPath, unknownSession(a.Session),
+			"the session bound to this process is closed")
+	}
+	e.store.Touch(a.Session)
+	if obs, ok := e.store.Observation(a.Session, t.Key); ok && obs.Kind == ObservedPresent {
+		return staleVersion(op, t.DisplayPath)
+	}
+	return nil
+}
+
+// ObserveMount records what a bound process saw (open for read → present at
+// the version it opened; a failed lookup → absent). No session: nothing.
+func (e *Engine) ObserveMount(a Actor, t provider.Target, obs Observation) error {
+	if a.Session == "" {
+		return nil
+	}
+	e.store.Touch(a.Session)
+	if err := e.store.Record(a.Session, t.Key, obs); err != nil {
+		return fmt.Errorf("record mount observation of %s: %w", t.DisplayPath, err)
+	}
+	return nil
+}
+
+// RecordMount records a mutation made through the mount: last writer, audit
+// entry, the bound session's observation, then the observers. For
+// OpUnlink/OpDelete the session records t absent; with a destination (to,
+// for OpRename/OpMove) it records the destination present at after and t
+// absent; otherwise t present at after (nothing when after is empty, which
+// leaves an older observation that is stale: the strict side). An observer
+// failure is returned wrapping ErrObserverFailed.
+func (e *Engine) RecordMount(ctx context.Context, a Actor, op MutationOp, t provider.Target, before, after provider.Version, to *provider.Target) error {
+	if a.Channel == "" {
+		a.Channel = ChannelMount
+	}
+	if a.Session != "" {
+		e.store.Touch(a.Session)
+	}
+	obs := Present(after)
+	if op == OpUnlink || op == OpDelete {
+		obs = Absent()
+	}
+	return e.commit(ctx, mutation{
+		actor: a, op: op, target: t, before: before, after: after, obs: obs,
+		to: to, sourceDeleted: to != nil,
+	})
+}

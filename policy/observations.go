@@ -1,0 +1,77 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// Observation returns what session id last observed of key. No entry (false)
+// means unseen; so does an unknown or closed session, or an unreadable
+// record (logged), which only makes the guard stricter.
+func (s *Store) Observation(id SessionID, key provider.Key) (Observation, bool) {
+	if id == "" {
+		return Observation{}, false
+	}
+	val, ok, err := s.lookup(observationKey(id, key))
+	if err != nil {
+		s.log.Error("read observation", "session", id, "err", err)
+		return Observation{}, false
+	}
+	if !ok {
+		return Observation{}, false
+	}
+	obs, err := decodeObservation(val)
+	if err != nil {
+		s.log.Error("decode observation", "session", id, "err", err)
+		return Observation{}, false
+	}
+	return obs, true
+}
+
+// Record stores obs as what session id now knows of key. The session must be
+// open (else an error wrapping ErrUnknownSession).
+func (s *Store) Record(id SessionID, key provider.Key, obs Observation) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	switch obs.Kind {
+	case ObservedPresent:
+		if obs.Version == "" {
+			return fmt.Errorf("record observation of %s: present without a version", key)
+		}
+	case ObservedAbsent:
+	default:
+		return fmt.Errorf("record observation of %s: unknown kind %q", key, obs.Kind)
+	}
+	st := s.session(id)
+	if st == nil {
+		return unknownSession(id)
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed {
+		return unknownSession(id)
+	}
+	s.buf.put(observationKey(id, key), encodeObservation(obs), true)
+	return nil
+}
+
+// Forget removes session id's observation of key, so it is unseen again.
+func (s *Store) Forget(id SessionID, key provider.Key) error {
+	st := s.session(id)
+	if st == nil {
+		return unknownSession(id)
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.closed {
+		return unknownSession(id)
+	}
+	s.buf.del(observationKey(id, key))
+	return nil
+}
+
+func unknownSession(id SessionID) error {
+	return fmt.Errorf("session %q: %w; open a new session", id, ErrUnknownSession)
+}

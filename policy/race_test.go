@@ -1,0 +1,73 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+// TestEngine_ConcurrentSessionsOneWinnerPerVersion races 64 sessions, each
+// reading then editing one file through the Engine over provider/local, with
+// the store as the generation source. Every version that was read and
+// edited has exactly one winning edit; every loser gets FS_STALE_VERSION.
+func TestEngine_ConcurrentSessionsOneWinnerPerVersion(t *testing.T) {
+	const sessions, rounds = 64, 10
+	ctx := context.Background()
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "counter.txt"), []byte("start\n"), 0o644))
+	store := openStore(t, t.TempDir(), quietOptions())
+	fs, err := local.New(root, local.Options{Generations: store})
+	require.NoError(t, err)
+	e := NewEngine(store, fs)
+	target := fs.TargetForRel("counter.txt")
+
+	var (
+		mu      sync.Mutex
+		winners = make(map[provider.Version]int)
+		losers  int
+		wg      sync.WaitGroup
+	)
+	for w := 0; w < sessions; w++ {
+		a := openSession(t, store)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				text, info, err := e.Read(ctx, a, target)
+				if !assert.NoError(t, err) {
+					return
+				}
+				_, err = e.Edit(ctx, a, target, provider.EditRequest{
+					OldString: text, NewString: fmt.Sprintf("%s by %d round %d\n", a.Session, w, r),
+				}, Guard{})
+				mu.Lock()
+				if err == nil {
+					winners[info.Version]++
+				} else {
+					losers++
+					assert.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "loser error: %v", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	require.NotEmpty(t, winners)
+	for v, n := range winners {
+		assert.Equal(t, 1, n, "version %s had %d winning edits", v, n)
+	}
+	assert.Equal(t, sessions*rounds, len(winners)+losers)
+	entries, err := store.Audit(AuditQuery{Path: "counter.txt", Limit: sessions * rounds})
+	require.NoError(t, err)
+	assert.Len(t, entries, len(winners), "one audit entry per winning edit")
+}

@@ -1,0 +1,237 @@
+package policy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// touchPersistEvery bounds how often Touch rewrites a session record: the
+// in-memory LastUsed is exact, the persisted one may lag by this much.
+const touchPersistEvery = time.Second
+
+// sessionState is the in-memory state of one open session. Its RWMutex is
+// held shared while an observation is recorded and exclusively while the
+// session closes, so no observation outlives its session.
+type sessionState struct {
+	mu        sync.RWMutex
+	closed    bool
+	id        SessionID
+	name      string
+	opened    time.Time
+	lastUsed  atomic.Int64 // unix nanoseconds
+	persisted atomic.Int64 // lastUsed as last written
+}
+
+func (st *sessionState) snapshot() Session {
+	return Session{ID: st.id, Name: st.name, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
+}
+
+// sessionRecord is the persisted form of a session.
+type sessionRecord struct {
+	Name     string    `json:"name"`
+	Opened   time.Time `json:"opened"`
+	LastUsed time.Time `json:"lastUsed"`
+}
+
+func newSessionID() (SessionID, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate session id: %w", err)
+	}
+	return SessionID("s-" + hex.EncodeToString(b[:])), nil
+}
+
+// OpenSession opens a new session with an optional name and a random ID.
+func (s *Store) OpenSession(name string) (Session, error) {
+	if s.closed.Load() {
+		return Session{}, ErrClosed
+	}
+	id, err := newSessionID()
+	if err != nil {
+		return Session{}, err
+	}
+	now := s.opts.Now()
+	st := &sessionState{id: id, name: name, opened: now}
+	st.lastUsed.Store(now.UnixNano())
+	st.persisted.Store(now.UnixNano())
+	s.sessMu.Lock()
+	s.sessions[id] = st
+	s.sessMu.Unlock()
+	if err := s.persistSession(st); err != nil {
+		return Session{}, err
+	}
+	return st.snapshot(), nil
+}
+
+func (s *Store) persistSession(st *sessionState) error {
+	rec := sessionRecord{Name: st.name, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode session %s: %w", st.id, err)
+	}
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if !st.closed {
+		s.buf.put(sessionKey(st.id), val, true)
+	}
+	return nil
+}
+
+func (s *Store) session(id SessionID) *sessionState {
+	s.sessMu.RLock()
+	defer s.sessMu.RUnlock()
+	return s.sessions[id]
+}
+
+// CloseSession closes a session and drops its observations. An unknown
+// session is an error wrapping ErrUnknownSession.
+func (s *Store) CloseSession(id SessionID) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.sessMu.Lock()
+	st := s.sessions[id]
+	delete(s.sessions, id)
+	s.sessMu.Unlock()
+	if st == nil {
+		return fmt.Errorf("close session %q: %w; list sessions to see the open ones", id, ErrUnknownSession)
+	}
+	st.mu.Lock()
+	st.closed = true // no observation can be recorded from now on
+	st.mu.Unlock()
+	return s.purgeSession(id)
+}
+
+// purgeSession deletes the session record and every observation under its
+// prefix, buffered or stored.
+func (s *Store) purgeSession(id SessionID) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	prefix := observationPrefix(id)
+	s.buf.dropPrefix(prefix)
+	s.buf.dropPrefix(sessionKey(id))
+	var keys [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list observations of session %s: %w", id, err)
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range append(keys, sessionKey(id)) {
+		if err := wb.Delete(k); err != nil {
+			return fmt.Errorf("drop observations of session %s: %w", id, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("drop observations of session %s: %w", id, err)
+	}
+	return nil
+}
+
+// Session returns an open session.
+func (s *Store) Session(id SessionID) (Session, bool) {
+	st := s.session(id)
+	if st == nil {
+		return Session{}, false
+	}
+	return st.snapshot(), true
+}
+
+// Sessions lists the open sessions, oldest first.
+func (s *Store) Sessions() []Session {
+	s.sessMu.RLock()
+	out := make([]Session, 0, len(s.sessions))
+	for _, st := range s.sessions {
+		out = append(out, st.snapshot())
+	}
+	s.sessMu.RUnlock()
+	slices.SortFunc(out, func(a, b Session) int {
+		if c := a.Opened.Compare(b.Opened); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.ID), string(b.ID))
+	})
+	return out
+}
+
+// Touch marks a session as used now, for the idle TTL. Unknown sessions are
+// ignored.
+func (s *Store) Touch(id SessionID) {
+	st := s.session(id)
+	if st == nil {
+		return
+	}
+	now := s.opts.Now().UnixNano()
+	st.lastUsed.Store(now)
+	if time.Duration(now-st.persisted.Load()) >= touchPersistEvery {
+		st.persisted.Store(now)
+		if err := s.persistSession(st); err != nil {
+			s.log.Warn("persist session use", "session", id, "err", err)
+		}
+	}
+}
+
+// CollectIdle closes every session unused for longer than Options.SessionTTL
+// before now and returns their IDs. With no TTL it closes nothing.
+func (s *Store) CollectIdle(now time.Time) []SessionID {
+	if s.opts.SessionTTL <= 0 || s.closed.Load() {
+		return nil
+	}
+	cutoff := now.Add(-s.opts.SessionTTL).UnixNano()
+	var idle []SessionID
+	s.sessMu.RLock()
+	for id, st := range s.sessions {
+		if st.lastUsed.Load() < cutoff {
+			idle = append(idle, id)
+		}
+	}
+	s.sessMu.RUnlock()
+	var closed []SessionID
+	for _, id := range idle {
+		if err := s.CloseSession(id); err != nil {
+			s.log.Warn("close idle session", "session", id, "err", err)
+			continue
+		}
+		closed = append(closed, id)
+	}
+	slices.Sort(closed)
+	return closed
+}
+
+// loadSessions reads the persisted sessions at Open.
+func (s *Store) loadSessions() error {
+	prefix := []byte(prefixSession)
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			item := it.Item()
+			id := SessionID(item.Key()[len(prefix):])
+			var rec sessionRecord
+			if err := item.Value(func(b []byte) error { return json.Unmarshal(b, &rec) }); err != nil {
+				return fmt.Errorf("load session %s: %w", id, err)
+			}
+			st := &sessionState{id: id, name: rec.Name, opened: rec.Opened}
+			st.lastUsed.Store(rec.LastUsed.UnixNano())
+			st.persisted.Store(rec.LastUsed.UnixNano())
+			s.sessions[id] = st
+		}
+		return nil
+	})
+}
