@@ -24,7 +24,10 @@ type Decider interface {
 //	edit, patch, delete: unseen → FS_NOT_OBSERVED; absent → FS_NOT_FOUND; present(v) → {v}
 //	move:                source as edit, destination as write
 //
-// An actor without a session is not guarded (nil: unconditional).
+// An actor without a session has no owner for observations, so it is treated
+// as having seen nothing (seed 004's "agent without session" rung): it may
+// only create absent files. Callers that mean "unguarded" say so with
+// Guard.Unconditional.
 type ObservationDecider struct{ store *Store }
 
 var _ Decider = ObservationDecider{}
@@ -34,9 +37,6 @@ func NewObservationDecider(store *Store) ObservationDecider { return Observation
 
 // WriteIntent implements Decider.
 func (d ObservationDecider) WriteIntent(_ context.Context, a Actor, t provider.Target) (*provider.WriteIntent, error) {
-	if a.Session == "" {
-		return nil, nil
-	}
 	obs, ok := d.store.Observation(a.Session, t.Key)
 	if !ok || obs.Kind == ObservedAbsent {
 		return &provider.WriteIntent{Kind: provider.CreateIfAbsent}, nil
@@ -55,9 +55,6 @@ func (d ObservationDecider) DeleteIntent(_ context.Context, a Actor, t provider.
 }
 
 func (d ObservationDecider) versionGuard(a Actor, t provider.Target, op string) (*provider.VersionGuard, error) {
-	if a.Session == "" {
-		return nil, nil
-	}
 	obs, ok := d.store.Observation(a.Session, t.Key)
 	switch {
 	case !ok:

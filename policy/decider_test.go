@@ -72,12 +72,12 @@ func TestDecisions_ObservationTable(t *testing.T) {
 		{op: "moveDestination", state: unseen, wantWrite: create},
 		{op: "moveDestination", state: absent, wantWrite: create},
 		{op: "moveDestination", state: present, wantReplace: true},
-		{op: "write", state: unseen, noSess: true},
-		{op: "edit", state: unseen, noSess: true},
-		{op: "patch", state: unseen, noSess: true},
-		{op: "delete", state: unseen, noSess: true},
-		{op: "moveSource", state: unseen, noSess: true},
-		{op: "moveDestination", state: unseen, noSess: true},
+		// No session, no owner: treated as unseen (seed 004's agent-without-session rung).
+		{op: "write", state: unseen, noSess: true, wantWrite: create},
+		{op: "edit", state: unseen, noSess: true, wantCode: provider.CodeNotObserved, wantOp: "edit"},
+		{op: "patch", state: unseen, noSess: true, wantCode: provider.CodeNotObserved, wantOp: "patch"},
+		{op: "delete", state: unseen, noSess: true, wantCode: provider.CodeNotObserved, wantOp: "delete"},
+		{op: "moveSource", state: unseen, noSess: true, wantCode: provider.CodeNotObserved, wantOp: "move"},
 	}
 	for _, tc := range tests {
 		name := tc.op + "/" + string(tc.state)
@@ -130,9 +130,6 @@ func TestDecisions_ObservationTable(t *testing.T) {
 				vg = nil
 			}
 			switch {
-			case tc.noSess:
-				assert.Nil(t, w, "no session: unconditional write")
-				assert.Nil(t, vg, "no session: unconditional version guard")
 			case tc.wantReplace:
 				assert.Equal(t, &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: v}, w)
 			case tc.wantVersion:
