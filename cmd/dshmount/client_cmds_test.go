@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+// recordingBinder records session.bind calls.
+type recordingBinder struct {
+	mu    sync.Mutex
+	binds map[policy.SessionID]int
+}
+
+func (b *recordingBinder) Bind(s policy.SessionID, pid int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.binds[s] = pid
+	return nil
+}
+
+// cliEnv is a daemon's control socket over a temp workspace.
+type cliEnv struct {
+	root, sock string
+	binder     *recordingBinder
+}
+
+func newCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	t.Setenv(envSocket, "")
+	t.Setenv(envSession, "")
+	root := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
+	require.NoError(t, err)
+	fs, err := local.New(root, local.Options{Generations: store})
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "dshcli")
+	require.NoError(t, err)
+	env := &cliEnv{root: root, sock: filepath.Join(dir, "control.sock"), binder: &recordingBinder{binds: map[policy.SessionID]int{}}}
+	srv, err := control.NewServer(control.Config{SocketPath: env.sock, Engine: policy.NewEngine(store, fs),
+		Binder: env.binder, Source: root, Logger: quiet})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return")
+		}
+		require.NoError(t, store.Close())
+		_ = os.RemoveAll(dir)
+	})
+	return env
+}
+
+// run runs the dshmount CLI with stdin and returns exit code, stdout, stderr.
+func (e *cliEnv) run(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, stdio{in: strings.NewReader(stdin), out: &out, err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+func TestCLI_WriteReadEditRoundTrip(t *testing.T) {
+	env := newCLIEnv(t)
+	code, out, stderr := env.run(t, "", "session", "open", "--name", "cli", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	session := strings.TrimSpace(out)
+	require.NotEmpty(t, session)
+
+	code, out, stderr = env.run(t, "one\ntwo\n", "write", "notes.txt", "--socket", env.sock, "--session", session)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "created notes.txt, version ")
+
+	// Flags may follow the path.
+	code, out, stderr = env.run(t, "", "read", "notes.txt", "--socket", env.sock, "--session", session, "--limit", "1")
+	require.Equal(t, exitOK, code, stderr)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 2)
+	assert.Equal(t, "     1\tone", lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "lines 1-1 of 2, version "), lines[1])
+
+	code, out, stderr = env.run(t, "", "edit", "notes.txt", "--old", "two", "--new", "three", "--socket", env.sock, "--session", session)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "edited notes.txt")
+	b, err := os.ReadFile(filepath.Join(env.root, "notes.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "one\nthree\n", string(b))
+}
+
+func TestCLI_FilesystemErrorExitsOneWithCode(t *testing.T) {
+	env := newCLIEnv(t)
+	require.NoError(t, os.WriteFile(filepath.Join(env.root, "a.txt"), []byte("a\n"), 0o644))
+	code, _, stderr := env.run(t, "", "edit", "a.txt", "--old", "a", "--new", "b", "--version", "not-the-version", "--socket", env.sock)
+	assert.Equal(t, exitFS, code)
+	assert.True(t, strings.HasPrefix(stderr, "FS_STALE_VERSION: "), stderr)
+
+	code, _, stderr = env.run(t, "", "rm", "a.txt", "--socket", env.sock)
+	assert.Equal(t, exitFS, code)
+	assert.True(t, strings.HasPrefix(stderr, "FS_NOT_OBSERVED: "), stderr)
+
+	code, _, stderr = env.run(t, "", "read", "missing.txt", "--socket", env.sock)
+	assert.Equal(t, exitFS, code)
+	assert.True(t, strings.HasPrefix(stderr, "FS_NOT_FOUND: "), stderr)
+}
+
+func TestCLI_UsageAndConnectionErrorsExitTwo(t *testing.T) {
+	env := newCLIEnv(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"read", "a.txt", "--bogus", "--socket", env.sock}, "flag provided but not defined"},
+		{"missing path", []string{"read", "--socket", env.sock}, "expected PATH"},
+		{"no socket", []string{"status"}, "no control socket"},
+		{"no daemon", []string{"status", "--socket", filepath.Join(t.TempDir(), "none.sock")}, "is the daemon running?"},
+		{"unknown session", []string{"stat", "a.txt", "--session", "ghost", "--socket", env.sock}, "unknown session ghost"},
+		{"guard conflict", []string{"write", "a.txt", "--create", "--version", "v", "--socket", env.sock}, "exclude each other"},
+		{"session action", []string{"session", "frob", "--socket", env.sock}, "unknown session action"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := env.run(t, "", tt.args...)
+			assert.Equal(t, exitUsage, code)
+			assert.Contains(t, stderr, tt.want)
+		})
+	}
+}
+
+func TestCLI_HelpExplainsEachVerb(t *testing.T) {
+	env := newCLIEnv(t)
+	for _, v := range clientVerbs() {
+		code, _, stderr := env.run(t, "", v.name, "--help")
+		assert.Equal(t, exitOK, code, v.name)
+		assert.Contains(t, stderr, "Usage: dshmount "+v.name, v.name)
+		assert.Contains(t, stderr, "-socket", v.name)
+	}
+	code, _, stderr := env.run(t, "", "exec", "--help")
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stderr, "Usage: dshmount exec")
+}
+
+func TestCLI_JSONAndPatchAndLog(t *testing.T) {
+	env := newCLIEnv(t)
+	patch := "*** Begin Patch\n*** Add File: p/q.txt\n+hi\n*** End Patch\n"
+	code, out, stderr := env.run(t, patch, "patch", "--json", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	var res control.PatchResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.True(t, res.Complete)
+	require.Len(t, res.Operations, 1)
+	assert.Equal(t, "p/q.txt", res.Operations[0].Path)
+
+	code, out, stderr = env.run(t, "", "log", "p/q.txt", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "write")
+	assert.Contains(t, out, "p/q.txt")
+
+	code, out, stderr = env.run(t, "", "ls", "p", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, out, "q.txt")
+
+	code, _, stderr = env.run(t, "*** Begin Patch\n*** Bogus\n*** End Patch\n", "patch", "--socket", env.sock)
+	assert.Equal(t, exitFS, code)
+	assert.Contains(t, stderr, "invalid patch at line")
+}
+
+func TestExec_BindsOwnPidThenExecsWithSessionEnv(t *testing.T) {
+	env := newCLIEnv(t)
+	var gotPath string
+	var gotArgv, gotEnv []string
+	ex := execer{
+		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
+		exec: func(path string, argv, envv []string) error {
+			gotPath, gotArgv, gotEnv = path, argv, envv
+			return nil
+		},
+		pid: func() int { return 31337 },
+	}
+	var out, errOut bytes.Buffer
+	code := execWith(context.Background(), []string{"--socket", env.sock, "--name", "tool", "--", "make", "-j2"},
+		stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
+	require.Equal(t, exitOK, code, errOut.String())
+	assert.Equal(t, "/usr/bin/make", gotPath)
+	assert.Equal(t, []string{"make", "-j2"}, gotArgv)
+	env.binder.mu.Lock()
+	defer env.binder.mu.Unlock()
+	require.Len(t, env.binder.binds, 1)
+	for session, pid := range env.binder.binds {
+		assert.Equal(t, 31337, pid)
+		assert.Contains(t, gotEnv, envSession+"="+string(session))
+		assert.Contains(t, errOut.String(), "session "+string(session))
+	}
+	assert.Contains(t, gotEnv, envSocket+"="+env.sock)
+}

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// clientVerbs lists the client verbs.
+func clientVerbs() []clientVerb {
+	return []clientVerb{
+		{name: "status", summary: "show the daemon's workspace, mount, sessions and counters",
+			synopsis: "", maxArgs: 0, do: doStatus,
+			help: "Shows what the daemon serves (source and mount), its open sessions, its uptime and\nper-method request and error counters."},
+		{name: "session", summary: "open or close a session (the owner of observations)",
+			synopsis: "open [--name N] | close ID", minArgs: 1, maxArgs: 2, do: doSession,
+			flags: func(fs *flag.FlagSet, o *verbOpts) { fs.StringVar(&o.name, "name", "", "a name for people (open)") },
+			help:  "A session owns what it has read: a guarded write, edit or delete needs the session to\nhave read the current version. 'open' prints the new session id; pass it as --session\n(or export DSH_SESSION) to the other verbs so their reads authorize later edits."},
+		{name: "stat", summary: "show a file's type, size and version", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doStat,
+			help: "Shows metadata (never content) and records the session's observation of the file:\npresent at its version, or absent."},
+		{name: "ls", summary: "list a directory", synopsis: "[PATH]", maxArgs: 1, do: doList,
+			help: "Lists the direct children of a directory (default: the workspace root) in name order."},
+		{name: "read", summary: "print a window of a file's lines, numbered", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doRead,
+			flags: func(fs *flag.FlagSet, o *verbOpts) {
+				fs.IntVar(&o.offset, "offset", 1, "1-based first line")
+				fs.IntVar(&o.limit, "limit", control.DefaultReadLimit, "number of lines")
+				fs.Int64Var(&o.maxBytes, "max-bytes", control.DefaultReadMaxBytes, "cap on the bytes of returned text")
+			},
+			help: "Prints the lines like 'cat -n', then a footer 'lines A-B of N, version V'. The read\nrecords the session's observation, which authorizes a later guarded write or edit of\nthe same version."},
+		{name: "write", summary: "write a whole file from stdin", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: writeGuard, do: doWrite,
+			help: "Creates or replaces PATH with the text read from stdin. Without a guard flag the\nsession's observation decides: unseen or absent creates only if the file does not\nexist; a read file is replaced only if it is still at the version read."},
+		{name: "edit", summary: "replace a literal string in a file", synopsis: "PATH --old TEXT --new TEXT", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doEdit,
+			flags: func(fs *flag.FlagSet, o *verbOpts) {
+				fs.StringVar(&o.old, "old", "", "literal text to replace (must match exactly once unless --all)")
+				fs.StringVar(&o.new, "new", "", "replacement text (empty deletes)")
+				fs.BoolVar(&o.all, "all", false, "replace every match")
+			},
+			help: "Replaces --old with --new. The session must have read the file at its current\nversion (or pass --version V)."},
+		{name: "patch", summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
+			flags: func(fs *flag.FlagSet, o *verbOpts) {
+				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
+			},
+			help: "Applies a '*** Begin Patch' ... '*** End Patch' text. Every operation is checked\nfirst (guards and hunks); if any check fails nothing is written. Operations then run\nin order; if one fails at commit time the rest do not run and the result lists what\nwas applied (exit status 1)."},
+		{name: "mv", summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
+			flags: func(fs *flag.FlagSet, o *verbOpts) {
+				fs.BoolVar(&o.createDest, "create", false, "explicit destination guard: TO must not exist")
+				fs.StringVar(&o.expectedDest, "dest-version", "", "explicit destination guard: replace TO only at version `V`")
+			},
+			help: "Publishes FROM at TO, then removes FROM. FROM is guarded like an edit (--version V),\nTO like a write (--create or --dest-version V)."},
+		{name: "rm", summary: "delete a file", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doDelete,
+			help: "Deletes a regular file the session has read at its current version (or pass\n--version V)."},
+		{name: "watch", summary: "print changes of a file or directory until interrupted", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doWatch,
+			help: "Prints one line per change ('modified PATH VERSION', 'removed PATH') until\ninterrupted."},
+		{name: "log", summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
+			flags: func(fs *flag.FlagSet, o *verbOpts) {
+				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
+			},
+			help: "Shows who changed what and when (mount and socket), newest first, optionally only\nthe entries about PATH."},
+	}
+}
+
+func doStatus(ctx context.Context, e *clientEnv) error {
+	st, err := e.client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	return e.emit(st, func(w io.Writer) {
+		fmt.Fprintf(w, "source:      %s\n", st.Source)
+		if st.Mount != "" {
+			fmt.Fprintf(w, "mount:       %s\n", st.Mount)
+		}
+		fmt.Fprintf(w, "uptime:      %s\n", (time.Duration(st.UptimeSeconds) * time.Second).String())
+		fmt.Fprintf(w, "connections: %d\n", st.Connections)
+		fmt.Fprintf(w, "sessions:    %d\n", len(st.Sessions))
+		for _, s := range st.Sessions {
+			fmt.Fprintf(w, "  %s  %-16s last used %s\n", s.ID, s.Name, s.LastUsed.Format(time.RFC3339))
+		}
+		names := make([]string, 0, len(st.Counters))
+		for name, c := range st.Counters {
+			if c.Requests > 0 {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		if len(names) > 0 {
+			fmt.Fprintf(w, "requests:\n")
+		}
+		for _, name := range names {
+			c := st.Counters[name]
+			fmt.Fprintf(w, "  %-14s %8d  (%d errors)\n", name, c.Requests, c.Errors)
+		}
+	})
+}
+
+func doSession(ctx context.Context, e *clientEnv) error {
+	switch e.args[0] {
+	case "open":
+		if len(e.args) != 1 {
+			return &usageError{msg: "session open takes no arguments (use --name N)"}
+		}
+		id, err := e.client.OpenSession(ctx, e.opts.name)
+		if err != nil {
+			return err
+		}
+		return e.emit(control.SessionOpenResult{Session: id}, func(w io.Writer) { fmt.Fprintln(w, id) })
+	case "close":
+		if len(e.args) != 2 {
+			return &usageError{msg: "session close needs the session id"}
+		}
+		if err := e.client.CloseSession(ctx, policy.SessionID(e.args[1])); err != nil {
+			return err
+		}
+		return e.emit(control.Empty{}, func(io.Writer) {})
+	}
+	return &usageError{msg: fmt.Sprintf("unknown session action %q; use 'open' or 'close'", e.args[0])}
+}
+
+func doStat(ctx context.Context, e *clientEnv) error {
+	st, err := e.client.Stat(ctx, control.StatParams{Path: e.args[0], Cwd: e.cwd, Session: e.session})
+	if err != nil {
+		return err
+	}
+	return e.emit(st, func(w io.Writer) {
+		if !st.Exists {
+			fmt.Fprintf(w, "%s: does not exist\n", st.DisplayPath)
+			return
+		}
+		size := ""
+		if st.Size != nil {
+			size = fmt.Sprintf(", %d bytes", *st.Size)
+		}
+		fmt.Fprintf(w, "%s: %s%s, version %s\n", st.DisplayPath, st.Type, size, st.Version)
+	})
+}
+
+func doList(ctx context.Context, e *clientEnv) error {
+	path := "."
+	if len(e.args) == 1 {
+		path = e.args[0]
+	}
+	res, err := e.client.List(ctx, control.ListParams{Path: path, Cwd: e.cwd})
+	if err != nil {
+		return err
+	}
+	return e.emit(res, func(w io.Writer) {
+		for _, en := range res.Entries {
+			size := "-"
+			if en.Size != nil {
+				size = fmt.Sprint(*en.Size)
+			}
+			name := en.Name
+			if en.Type == provider.TypeDirectory {
+				name += "/"
+			}
+			fmt.Fprintf(w, "%-9s %10s  %s\n", en.Type, size, name)
+		}
+	})
+}
+
+func doRead(ctx context.Context, e *clientEnv) error {
+	p := control.ReadParams{Path: e.args[0], Cwd: e.cwd, Session: e.session}
+	if e.opts.hasOffset {
+		p.Offset = &e.opts.offset
+	}
+	if e.opts.hasLimit {
+		p.Limit = &e.opts.limit
+	}
+	if e.opts.hasMaxBytes {
+		p.MaxBytes = &e.opts.maxBytes
+	}
+	res, err := e.client.Read(ctx, p)
+	if err != nil {
+		return err
+	}
+	return e.emit(res, func(w io.Writer) {
+		for _, l := range res.Lines {
+			fmt.Fprintf(w, "%6d\t%s\n", l.Number, l.Text)
+		}
+		switch {
+		case len(res.Lines) == 0:
+			fmt.Fprintf(w, "no lines from %d; %s has %d lines, version %s\n", res.Offset, res.DisplayPath, res.TotalLines, res.Version)
+		default:
+			last := res.Lines[len(res.Lines)-1].Number
+			fmt.Fprintf(w, "lines %d-%d of %d, version %s\n", res.Lines[0].Number, last, res.TotalLines, res.Version)
+			if res.TruncatedByBytes {
+				fmt.Fprintf(w, "(stopped at the byte cap; continue with --offset %d)\n", last+1)
+			}
+		}
+	})
+}
+
+// readText reads UTF-8 text from r (stdin or a file).
+func readText(r io.Reader, what string) (string, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", &usageError{msg: fmt.Sprintf("read %s: %v", what, err)}
+	}
+	if !utf8.Valid(b) {
+		return "", &fsFailure{code: provider.CodeNotText, msg: what + " is not valid UTF-8 text; dshmount writes text files only"}
+	}
+	return string(b), nil
+}
+
+func doWrite(ctx context.Context, e *clientEnv) error {
+	content, err := readText(e.io.in, "stdin")
+	if err != nil {
+		return err
+	}
+	res, err := e.client.Write(ctx, control.WriteParams{Path: e.args[0], Content: content, Cwd: e.cwd, Session: e.session,
+		Expected: e.writeExpected(), Unconditional: e.unconditional})
+	if err != nil {
+		return err
+	}
+	return e.emit(res, func(w io.Writer) {
+		verb := "updated"
+		if res.Operation == provider.OpCreate {
+			verb = "created"
+		}
+		fmt.Fprintf(w, "%s %s, version %s\n", verb, e.args[0], res.Version)
+	})
+}
+
+func doEdit(ctx context.Context, e *clientEnv) error {
+	if e.opts.old == "" {
+		return &usageError{msg: "--old is required (the literal text to replace)"}
+	}
+	res, err := e.client.Edit(ctx, control.EditParams{Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
+		ReplaceAll: e.opts.all, Cwd: e.cwd, Session: e.session, Expected: e.versionExpected(), Unconditional: e.unconditional})
+	if err != nil {
+		return err
+	}
+	return e.emit(res, func(w io.Writer) { fmt.Fprintf(w, "edited %s, version %s\n", e.args[0], res.Version) })
+}
+
+func doPatch(ctx context.Context, e *clientEnv) error {
+	in, what := e.io.in, "stdin"
+	if e.opts.file != "" && e.opts.file != "-" {
+		f, err := os.Open(e.opts.file)
+		if err != nil {
+			return &usageError{msg: fmt.Sprintf("open patch file: %v", err)}
+		}
+		defer f.Close()
+		in, what = f, e.opts.file
+	}
+	text, err := readText(in, what)
+	if err != nil {
+		return err
+	}
+	res, err := e.client.Patch(ctx, control.PatchParams{Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional})
+	if err != nil {
+		return err
+	}
+	if err := e.emit(res, func(w io.Writer) {
+		for _, op := range res.Operations {
+			target := op.Path
+			if op.MoveTo != "" {
+				target += " -> " + op.MoveTo
+			}
+			line := fmt.Sprintf("%-8s %-6s %s", op.Status, op.Kind, target)
+			if op.Version != "" {
+				line += ", version " + string(op.Version)
+			}
+			if op.Error != nil {
+				line += fmt.Sprintf(" (%s: %s)", op.Error.Code, op.Error.Message)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}); err != nil {
+		return err
+	}
+	if !res.Complete {
+		for _, op := range res.Operations {
+			if op.Error != nil {
+				return &fsFailure{code: op.Error.Code, msg: "the patch stopped at " + op.Path + ": " + op.Error.Message}
+			}
+		}
+		return &fsFailure{code: provider.CodeIOError, msg: "the patch did not complete"}
+	}
+	return nil
+}
+
+func doMove(ctx context.Context, e *clientEnv) error {
+	p := control.MoveParams{From: e.args[0], To: e.args[1], Cwd: e.cwd, Session: e.session,
+		ExpectedSource: e.versionExpected(), Unconditional: e.unconditional}
+	switch {
+	case e.opts.createDest && e.opts.expectedDest != "":
+		return &usageError{msg: "--create and --dest-version exclude each other"}
+	case e.opts.createDest:
+		p.ExpectedDestination = &control.WriteExpected{Kind: provider.CreateIfAbsent}
+	case e.opts.expectedDest != "":
+		p.ExpectedDestination = &control.WriteExpected{Kind: provider.ReplaceIfVersion, Version: provider.Version(e.opts.expectedDest)}
+	}
+	res, err := e.client.Move(ctx, p)
+	if err != nil {
+		return err
+	}
+	if err := e.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "moved %s -> %s, version %s\n", e.args[0], e.args[1], res.Destination.Version)
+	}); err != nil {
+		return err
+	}
+	if !res.SourceDeleted && res.SourceFailure != nil {
+		return &fsFailure{code: res.SourceFailure.Code, msg: "moved, but " + e.args[0] + " could not be removed: " + res.SourceFailure.Message}
+	}
+	return nil
+}
+
+func doDelete(ctx context.Context, e *clientEnv) error {
+	res, err := e.client.Delete(ctx, control.DeleteParams{Path: e.args[0], Cwd: e.cwd, Session: e.session,
+		Expected: e.versionExpected(), Unconditional: e.unconditional})
+	if err != nil {
+		return err
+	}
+	return e.emit(res, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", e.args[0]) })
+}
+
+func doWatch(ctx context.Context, e *clientEnv) error {
+	w, err := e.client.Watch(ctx, control.WatchParams{Path: e.args[0], Cwd: e.cwd})
+	if err != nil {
+		return err
+	}
+	defer w.Close(context.WithoutCancel(ctx))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.C:
+			if !ok {
+				return fmt.Errorf("the daemon closed the connection")
+			}
+			if err := e.emit(ev, func(out io.Writer) {
+				switch ev.Kind {
+				case control.ChangeModified:
+					fmt.Fprintf(out, "modified %s %s\n", ev.Path, ev.Version)
+				case control.ChangeError:
+					fmt.Fprintf(out, "error %s: %s\n", ev.Path, ev.Error)
+				default:
+					fmt.Fprintf(out, "%s %s\n", ev.Kind, ev.Path)
+				}
+			}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func doLog(ctx context.Context, e *clientEnv) error {
+	p := control.LogParams{Cwd: e.cwd, Limit: e.opts.limitLog}
+	if len(e.args) == 1 {
+		p.Path = e.args[0]
+	}
+	res, err := e.client.Log(ctx, p)
+	if err != nil {
+		return err
+	}
+	return e.emit(res, func(w io.Writer) {
+		for _, en := range res.Entries {
+			who := string(en.Channel)
+			if en.Session != "" {
+				who += " session " + string(en.Session)
+			}
+			if en.PID != 0 {
+				who += fmt.Sprintf(" pid %d", en.PID)
+			}
+			target := en.Path
+			if en.To != "" {
+				target += " -> " + en.To
+			}
+			flags := ""
+			if en.Unconditional {
+				flags = " (unconditional)"
+			}
+			fmt.Fprintf(w, "%s  %-8s %s  by %s%s\n", en.Time.Local().Format("2006-01-02 15:04:05"), en.Op, target, who, flags)
+		}
+	})
+}

@@ -1,0 +1,254 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/dshmount/dshmount/policy"
+)
+
+// maxInflight bounds the requests one connection runs at once (its worker
+// goroutines); further pipelined requests wait for a worker.
+const maxInflight = 32
+
+// conn is one client connection: its peer identity, its implicit session,
+// its watches and a serialized writer.
+type conn struct {
+	s      *Server
+	id     uint64
+	nc     *net.UnixConn
+	actor  policy.Actor // peer uid/pid; Session filled per request
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wmu sync.Mutex
+	w   *bufio.Writer
+
+	smu      sync.Mutex
+	implicit policy.SessionID // opened lazily
+	watches  map[string]func()
+	closing  bool
+
+	closeOnce sync.Once
+	inflight  sync.WaitGroup
+}
+
+func newConn(s *Server, nc *net.UnixConn, id uint64) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{
+		s: s, id: id, nc: nc, ctx: ctx, cancel: cancel,
+		w:       bufio.NewWriterSize(nc, 64<<10),
+		actor:   policy.Actor{Channel: policy.ChannelSocket},
+		watches: make(map[string]func()),
+	}
+}
+
+// serve runs the connection until the peer hangs up or the server closes.
+func (c *conn) serve(serverCtx context.Context) {
+	defer c.s.dropConn(c)
+	defer c.finish()
+	stop := context.AfterFunc(serverCtx, c.close)
+	defer stop()
+
+	log := c.s.log.With("conn", c.id)
+	cred, err := peerCred(c.nc)
+	if err == nil {
+		err = checkPeer(cred, c.s.uid, c.s.cfg.AllowUIDs)
+	}
+	if err != nil {
+		log.Warn("refused peer", "err", err)
+		c.writeError(nil, &ErrorObject{Code: CodePeerRefused, Message: err.Error()})
+		return
+	}
+	c.actor.UID = cred.Uid
+	c.actor.PID = cred.Pid
+	log.Debug("connection opened", "uid", cred.Uid, "pid", cred.Pid)
+
+	lr := newLineReader(c.nc, c.s.cfg.MaxRequestBytes)
+	work := make(chan []byte)
+	defer close(work)
+	workers := 0
+	for {
+		line, tooLong, err := lr.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				log.Debug("read failed", "err", err)
+			}
+			return
+		}
+		if tooLong {
+			c.s.count(invalidMethod, true)
+			c.writeError(nil, &ErrorObject{Code: CodeInvalidRequest,
+				Message: fmt.Sprintf("request line exceeds %d bytes; send smaller requests (split large writes, or patch instead of writing whole files)", c.s.cfg.MaxRequestBytes)})
+			continue
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		// Hand the line to an idle worker; start one while under the bound;
+		// else wait for one (back-pressure on a pipelining client).
+		select {
+		case work <- line:
+			continue
+		default:
+		}
+		if workers < maxInflight {
+			workers++
+			c.inflight.Add(1)
+			go c.worker(work)
+		}
+		select {
+		case work <- line:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// worker serves requests from work until it is closed. Workers live as long
+// as the connection, so their stacks stay grown between requests.
+func (c *conn) worker(work <-chan []byte) {
+	defer c.inflight.Done()
+	for line := range work {
+		out, after := c.s.handleLine(c.ctx, c, line)
+		if out != nil {
+			c.writeLine(out)
+		}
+		if after != nil {
+			after()
+		}
+	}
+}
+
+// finish waits for in-flight requests, stops watches and closes the
+// implicit session.
+func (c *conn) finish() {
+	c.close()
+	c.inflight.Wait()
+	c.smu.Lock()
+	c.closing = true
+	stops := make([]func(), 0, len(c.watches))
+	for _, stop := range c.watches {
+		stops = append(stops, stop)
+	}
+	c.watches = map[string]func(){}
+	implicit := c.implicit
+	c.smu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+	if implicit != "" {
+		if err := c.s.store.CloseSession(implicit); err != nil {
+			c.s.log.Debug("close implicit session", "session", implicit, "err", err)
+		}
+	}
+}
+
+// close hangs up the connection; idempotent.
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		_ = c.nc.Close()
+	})
+}
+
+// writeLine writes one frame; a failed write closes the connection.
+func (c *conn) writeLine(b []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.w.Write(b)
+	if err == nil {
+		err = c.w.WriteByte('\n')
+	}
+	if err == nil {
+		err = c.w.Flush()
+	}
+	if err != nil {
+		c.close()
+	}
+}
+
+// writeError writes an error response with the given raw id (nil: null).
+func (c *conn) writeError(id json.RawMessage, e *ErrorObject) {
+	c.writeLine(encodeResponse(id, nil, e))
+}
+
+// notify sends a notification on this connection.
+func (c *conn) notify(method string, params any) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		c.s.log.Error("encode notification", "method", method, "err", err)
+		return
+	}
+	b, err := json.Marshal(notification{JSONRPC: jsonrpcVersion, Method: method, Params: p})
+	if err != nil {
+		c.s.log.Error("encode notification", "method", method, "err", err)
+		return
+	}
+	c.writeLine(b)
+}
+
+// implicitSession returns the connection's own session, opening it on first
+// use.
+func (c *conn) implicitSession() (policy.SessionID, error) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if c.implicit != "" {
+		return c.implicit, nil
+	}
+	if c.closing {
+		return "", errors.New("connection is closing")
+	}
+	sess, err := c.s.store.OpenSession(fmt.Sprintf("conn-%d", c.id))
+	if err != nil {
+		return "", fmt.Errorf("open the connection's session: %w", err)
+	}
+	c.implicit = sess.ID
+	return c.implicit, nil
+}
+
+// actorFor returns the actor of a request naming session (empty: the
+// connection's implicit session).
+func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
+	a := c.actor
+	if session == "" {
+		id, err := c.implicitSession()
+		if err != nil {
+			return a, err
+		}
+		a.Session = id
+		return a, nil
+	}
+	if _, ok := c.s.store.Session(session); !ok {
+		return a, invalidParams("unknown session %s; open one with session.open", session)
+	}
+	a.Session = session // the Engine marks the session used
+	return a, nil
+}
+
+// addWatch registers a watch's stop function; false when closing.
+func (c *conn) addWatch(id string, stop func()) bool {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.watches[id] = stop
+	return true
+}
+
+// removeWatch unregisters and returns a watch's stop function.
+func (c *conn) removeWatch(id string) (func(), bool) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	stop, ok := c.watches[id]
+	delete(c.watches, id)
+	return stop, ok
+}

@@ -1,0 +1,89 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// RPCError is an error answered by the daemon. Filesystem errors carry their
+// FS_… Code and unwrap to a *provider.Error with that code, so
+// errors.Is(err, provider.ErrStaleVersion) works on a client error; protocol
+// faults have an empty Code.
+type RPCError struct {
+	RPCCode int           // JSON-RPC error code (-32000 for filesystem errors)
+	Code    provider.Code // FS_… code, "" for protocol faults
+	Path    string        // display path the error concerns, when known
+	Message string        // what happened and what to do next
+}
+
+// Error renders "FS_CODE: message" or "rpc error N: message".
+func (e *RPCError) Error() string {
+	if e.Code != "" {
+		return string(e.Code) + ": " + e.Message
+	}
+	return fmt.Sprintf("rpc error %d: %s", e.RPCCode, e.Message)
+}
+
+// Unwrap returns the filesystem error with the same code, or nil.
+func (e *RPCError) Unwrap() error {
+	if e.Code == "" {
+		return nil
+	}
+	return &provider.Error{Code: e.Code, Path: e.Path, Message: e.Message}
+}
+
+// rpcErrorFromObject converts a wire error object.
+func rpcErrorFromObject(o *ErrorObject) *RPCError {
+	e := &RPCError{RPCCode: o.Code, Message: o.Message}
+	if o.Data != nil {
+		e.Code = o.Data.Code
+		e.Path = o.Data.Path
+		if o.Data.Message != "" {
+			e.Message = o.Data.Message
+		}
+	}
+	return e
+}
+
+// callError is a handler error that is already a JSON-RPC error object.
+type callError struct{ obj ErrorObject }
+
+func (e *callError) Error() string { return e.obj.Message }
+
+// invalidParams builds a -32602 error.
+func invalidParams(format string, args ...any) error {
+	return &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: fmt.Sprintf(format, args...)}}
+}
+
+// invalidArgument builds a -32602 error about one path, with FS data so
+// clients can route it.
+func invalidArgument(path, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: msg,
+		Data: &ErrorData{Code: provider.CodeInvalidArgument, Path: path, Message: msg}}}
+}
+
+// errorObject maps a handler error onto a JSON-RPC error object.
+func errorObject(err error) *ErrorObject {
+	var ce *callError
+	if errors.As(err, &ce) {
+		o := ce.obj
+		return &o
+	}
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		msg := pe.Message
+		if msg == "" {
+			msg = pe.Error()
+		}
+		return &ErrorObject{Code: CodeFilesystem, Message: string(pe.Code) + ": " + msg,
+			Data: &ErrorData{Code: pe.Code, Path: pe.Path, Message: msg}}
+	}
+	if errors.Is(err, policy.ErrUnknownSession) {
+		return &ErrorObject{Code: CodeInvalidParams, Message: err.Error() + "; open one with session.open"}
+	}
+	return &ErrorObject{Code: CodeInternalError, Message: err.Error()}
+}

@@ -1,0 +1,145 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// resolve checks and resolves a path parameter against cwd.
+func (s *Server) resolve(ctx context.Context, field, path, cwd string) (provider.Target, error) {
+	if err := checkPath(field, path); err != nil {
+		return provider.Target{}, err
+	}
+	if err := checkCwd(cwd); err != nil {
+		return provider.Target{}, err
+	}
+	t, err := s.fs.Resolve(ctx, path, provider.ResolveOptions{Cwd: cwd})
+	if err != nil {
+		return provider.Target{}, fmt.Errorf("resolve %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// writeGuard turns a write's explicit guard parameters into a policy.Guard.
+func writeGuard(e *WriteExpected, unconditional bool, field string) (policy.Guard, error) {
+	if unconditional {
+		if e != nil {
+			return policy.Guard{}, invalidParams("%s and unconditional exclude each other; pass one", field)
+		}
+		return policy.Guard{Unconditional: true}, nil
+	}
+	if e == nil {
+		return policy.Guard{}, nil
+	}
+	switch e.Kind {
+	case provider.CreateIfAbsent:
+		if e.Version != "" {
+			return policy.Guard{}, invalidParams("%s: createIfAbsent takes no version", field)
+		}
+		return policy.Guard{Write: &provider.WriteIntent{Kind: provider.CreateIfAbsent}}, nil
+	case provider.ReplaceIfVersion:
+		if e.Version == "" {
+			return policy.Guard{}, invalidParams("%s: replaceIfVersion needs the version you read", field)
+		}
+		return policy.Guard{Write: &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: e.Version}}, nil
+	}
+	return policy.Guard{}, invalidParams(`%s.kind must be "createIfAbsent" or "replaceIfVersion", not %q`, field, e.Kind)
+}
+
+// versionGuard turns an edit/delete/move-source explicit guard into a
+// policy.Guard.
+func versionGuard(e *VersionExpected, unconditional bool, field string) (policy.Guard, error) {
+	if unconditional {
+		if e != nil {
+			return policy.Guard{}, invalidParams("%s and unconditional exclude each other; pass one", field)
+		}
+		return policy.Guard{Unconditional: true}, nil
+	}
+	if e == nil {
+		return policy.Guard{}, nil
+	}
+	if e.Version == "" {
+		return policy.Guard{}, invalidParams("%s.version is required; pass the version you read", field)
+	}
+	return policy.Guard{Version: &provider.VersionGuard{Version: e.Version}}, nil
+}
+
+// mutationDone filters the error of a mutation: an observer failure leaves a
+// valid outcome on disk and is only logged.
+func (s *Server) mutationDone(op string, t provider.Target, err error) error {
+	if err != nil && errors.Is(err, policy.ErrObserverFailed) {
+		s.log.Warn("mutation applied but an observer failed", "op", op, "path", t.DisplayPath, "err", err)
+		return nil
+	}
+	return s.explain(err, t)
+}
+
+// explain enriches a stale-version error with who changed the file last and
+// when, if the store knows.
+func (s *Server) explain(err error, t provider.Target) error {
+	if err == nil || provider.CodeOf(err) != provider.CodeStaleVersion {
+		return err
+	}
+	rec, ok := s.store.LastWrite(t.Key)
+	if !ok {
+		return err
+	}
+	var pe *provider.Error
+	op := ""
+	if errors.As(err, &pe) {
+		op = pe.Op
+	}
+	return &provider.Error{
+		Code: provider.CodeStaleVersion, Op: op, Path: t.DisplayPath, Err: err,
+		Message: fmt.Sprintf("%s changed since you read it (by %s, %s); read it again",
+			t.DisplayPath, describeWriter(rec), ago(time.Since(rec.Time))),
+	}
+}
+
+// describeWriter names the last writer of a file for people.
+func describeWriter(rec policy.WriteRecord) string {
+	a := rec.Actor
+	op := string(rec.Op)
+	if op == "" {
+		op = "change"
+	}
+	article := "a"
+	if strings.ContainsRune("aeiou", rune(op[0])) {
+		article = "an"
+	}
+	s := fmt.Sprintf("%s %s", article, op)
+	switch a.Channel {
+	case policy.ChannelMount:
+		s += " through the mount"
+	case policy.ChannelSocket:
+		s += " over the control socket"
+	}
+	switch {
+	case a.Session != "" && a.PID != 0:
+		s += fmt.Sprintf(", session %s, pid %d", a.Session, a.PID)
+	case a.Session != "":
+		s += fmt.Sprintf(", session %s", a.Session)
+	case a.PID != 0:
+		s += fmt.Sprintf(", pid %d", a.PID)
+	}
+	return s
+}
+
+// ago renders a duration as "3s ago".
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "less than a second ago"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds ago", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%s ago", d.Round(time.Minute))
+}

@@ -1,0 +1,257 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// stat reports a target's metadata and records the session's observation.
+func (s *Server) stat(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p StatParams
+	if err := decodeParams(MethodStat, params, &p); err != nil {
+		return nil, err
+	}
+	a, err := c.actorFor(p.Session)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.engine.Stat(ctx, a, t)
+	res := StatResult{DisplayPath: t.DisplayPath}
+	if provider.CodeOf(err) == provider.CodeNotFound {
+		return res, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
+	}
+	if info != nil {
+		res.Exists = true
+		res.Type = info.Type
+		res.Version = info.Version
+		if info.Type == provider.TypeFile {
+			size := info.Size
+			res.Size = &size
+		}
+	}
+	return res, nil
+}
+
+// list lists a directory's direct children in name order.
+func (s *Server) list(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p ListParams
+	if err := decodeParams(MethodList, params, &p); err != nil {
+		return nil, err
+	}
+	if p.Path == "" {
+		p.Path = "."
+	}
+	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := s.fs.ListDir(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", t.DisplayPath, err)
+	}
+	res := ListResult{Entries: make([]ListEntry, 0, len(entries))}
+	for _, e := range entries {
+		le := ListEntry{Name: e.Name, Type: e.Type, Version: e.Version}
+		if e.Type == provider.TypeFile {
+			size := e.Size
+			le.Size = &size
+		}
+		res.Entries = append(res.Entries, le)
+	}
+	return res, nil
+}
+
+// read returns a window of numbered lines and records the session's
+// observation at the stat version.
+func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p ReadParams
+	if err := decodeParams(MethodRead, params, &p); err != nil {
+		return nil, err
+	}
+	offset, limit, maxBytes := 1, DefaultReadLimit, int64(DefaultReadMaxBytes)
+	if p.Offset != nil {
+		if *p.Offset < 1 {
+			return nil, invalidParams("offset is the 1-based first line; it must be at least 1, not %d", *p.Offset)
+		}
+		offset = *p.Offset
+	}
+	if p.Limit != nil {
+		if *p.Limit < 1 {
+			return nil, invalidParams("limit is a number of lines; it must be at least 1, not %d", *p.Limit)
+		}
+		limit = *p.Limit
+	}
+	if p.MaxBytes != nil {
+		if *p.MaxBytes < 1 {
+			return nil, invalidParams("maxBytes must be at least 1, not %d", *p.MaxBytes)
+		}
+		maxBytes = *p.MaxBytes
+	}
+	a, err := c.actorFor(p.Session)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	text, info, err := s.engine.Read(ctx, a, t)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
+	}
+	lines, total, truncated := window(text, offset, limit, maxBytes)
+	return ReadResult{
+		DisplayPath: t.DisplayPath, Version: info.Version, Offset: offset,
+		Lines: lines, TotalLines: total, TruncatedByBytes: truncated,
+	}, nil
+}
+
+// write creates or replaces a whole file.
+func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p WriteParams
+	if err := decodeParams(MethodWrite, params, &p); err != nil {
+		return nil, err
+	}
+	g, err := writeGuard(p.Expected, p.Unconditional, "expected")
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.actorFor(p.Session)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.engine.Write(ctx, a, t, p.Content, g)
+	if err := s.mutationDone("write", t, err); err != nil {
+		return nil, err
+	}
+	return writeResult(out), nil
+}
+
+// writeResult converts a write outcome.
+func writeResult(o provider.WriteOutcome) WriteResult {
+	return WriteResult{Operation: o.Operation, Version: o.Version, Before: o.Before, After: o.After}
+}
+
+// edit applies a literal search-and-replace.
+func (s *Server) edit(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p EditParams
+	if err := decodeParams(MethodEdit, params, &p); err != nil {
+		return nil, err
+	}
+	if p.OldString == "" {
+		return nil, invalidParams("oldString must not be empty; to write a whole file use fs.write")
+	}
+	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.actorFor(p.Session)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.engine.Edit(ctx, a, t, provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}, g)
+	if err := s.mutationDone("edit", t, err); err != nil {
+		return nil, err
+	}
+	return EditResult{Version: out.Version, Before: out.Before, After: out.After}, nil
+}
+
+// delete removes a file.
+func (s *Server) delete(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p DeleteParams
+	if err := decodeParams(MethodDelete, params, &p); err != nil {
+		return nil, err
+	}
+	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.actorFor(p.Session)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.engine.Delete(ctx, a, t, g)
+	if err := s.mutationDone("delete", t, err); err != nil {
+		return nil, err
+	}
+	return DeleteResult{Before: out.Before}, nil
+}
+
+// move moves a file: destination published first, then the source removed.
+func (s *Server) move(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p MoveParams
+	if err := decodeParams(MethodMove, params, &p); err != nil {
+		return nil, err
+	}
+	srcG, err := versionGuard(p.ExpectedSource, p.Unconditional, "expectedSource")
+	if err != nil {
+		return nil, err
+	}
+	dstG, err := writeGuard(p.ExpectedDestination, p.Unconditional, "expectedDestination")
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.actorFor(p.Session)
+	if err != nil {
+		return nil, err
+	}
+	src, err := s.resolve(ctx, "from", p.From, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := s.resolve(ctx, "to", p.To, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
+	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
+		return nil, err
+	}
+	return moveResult(out), nil
+}
+
+// moveResult converts a move outcome.
+func moveResult(o provider.MoveOutcome) MoveResult {
+	res := MoveResult{SourceBefore: o.SourceBefore, Destination: writeResult(o.Destination), SourceDeleted: o.SourceDeleted}
+	if o.SourceFailure != nil {
+		res.SourceFailure = &SourceFailure{Code: o.SourceFailure.Code, Message: o.SourceFailure.Message}
+	}
+	return res
+}
+
+// pickTarget returns the target an error names by display path (default:
+// the first).
+func pickTarget(err error, ts ...provider.Target) provider.Target {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		for _, t := range ts {
+			if t.DisplayPath == pe.Path {
+				return t
+			}
+		}
+	}
+	return ts[0]
+}

@@ -1,0 +1,147 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dshmount/dshmount/policy"
+)
+
+// sessionOpen opens a named session.
+func (s *Server) sessionOpen(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p SessionOpenParams
+	if err := decodeParams(MethodSessionOpen, params, &p); err != nil {
+		return nil, err
+	}
+	if strings.ContainsRune(p.Name, 0) {
+		return nil, invalidParams("session name contains a NUL byte")
+	}
+	sess, err := s.store.OpenSession(p.Name)
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	s.log.Info("session opened", "session", sess.ID, "name", p.Name)
+	return SessionOpenResult{Session: sess.ID}, nil
+}
+
+// sessionClose closes a session; its observations are dropped.
+func (s *Server) sessionClose(_ context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p SessionCloseParams
+	if err := decodeParams(MethodSessionClose, params, &p); err != nil {
+		return nil, err
+	}
+	if p.Session == "" {
+		return nil, invalidParams("session.close needs a session")
+	}
+	if err := sessionParam(p.Session); err != nil {
+		return nil, err
+	}
+	if _, ok := s.store.Session(p.Session); !ok {
+		return nil, invalidParams("unknown session %s; open one with session.open", p.Session)
+	}
+	if err := s.store.CloseSession(p.Session); err != nil {
+		return nil, fmt.Errorf("close session %s: %w", p.Session, err)
+	}
+	c.smu.Lock()
+	if c.implicit == p.Session {
+		c.implicit = ""
+	}
+	c.smu.Unlock()
+	s.log.Info("session closed", "session", p.Session)
+	return Empty{}, nil
+}
+
+// sessionBind makes a pid and its descendants act for a session on the
+// mount.
+func (s *Server) sessionBind(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p SessionBindParams
+	if err := decodeParams(MethodSessionBind, params, &p); err != nil {
+		return nil, err
+	}
+	if p.Session == "" {
+		return nil, invalidParams("session.bind needs a session; open one with session.open")
+	}
+	if err := sessionParam(p.Session); err != nil {
+		return nil, err
+	}
+	if p.PID <= 0 {
+		return nil, invalidParams("session.bind needs a positive pid, not %d", p.PID)
+	}
+	if _, ok := s.store.Session(p.Session); !ok {
+		return nil, invalidParams("unknown session %s; open one with session.open", p.Session)
+	}
+	if s.cfg.Binder == nil {
+		return nil, &callError{obj: ErrorObject{Code: CodeUnavailable,
+			Message: "this daemon serves no mount, so processes cannot be bound; use the socket methods instead"}}
+	}
+	if err := s.cfg.Binder.Bind(p.Session, p.PID); err != nil {
+		return nil, fmt.Errorf("bind pid %d to session %s: %w", p.PID, p.Session, err)
+	}
+	s.store.Touch(p.Session)
+	s.log.Info("process bound", "session", p.Session, "pid", p.PID)
+	return Empty{}, nil
+}
+
+// status reports the daemon's state and counters.
+func (s *Server) status(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p Empty
+	if err := decodeParams(MethodStatus, params, &p); err != nil {
+		return nil, err
+	}
+	res := StatusResult{
+		Source:        s.cfg.Source,
+		Mount:         s.cfg.Mount,
+		Sessions:      []SessionInfo{},
+		Connections:   s.connCount(),
+		UptimeSeconds: time.Since(s.started).Seconds(),
+		Counters:      make(map[string]MethodCounters, len(s.counters)),
+	}
+	for _, sess := range s.store.Sessions() {
+		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Opened: sess.Opened, LastUsed: sess.LastUsed})
+	}
+	for name, mc := range s.counters {
+		res.Counters[name] = MethodCounters{Requests: mc.requests.Load(), Errors: mc.errors.Load()}
+	}
+	return res, nil
+}
+
+// auditLog lists audit entries, newest first.
+func (s *Server) auditLog(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p LogParams
+	if err := decodeParams(MethodLog, params, &p); err != nil {
+		return nil, err
+	}
+	if p.Limit < 0 {
+		return nil, invalidParams("limit must be positive, not %d", p.Limit)
+	}
+	if p.Limit == 0 {
+		p.Limit = DefaultLogLimit
+	}
+	q := policy.AuditQuery{Limit: p.Limit}
+	if p.Path != "" {
+		t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		q.Path = t.DisplayPath
+	}
+	entries, err := s.store.Audit(q)
+	if err != nil {
+		return nil, fmt.Errorf("read the audit log: %w", err)
+	}
+	res := LogResult{Entries: make([]LogEntry, 0, len(entries))}
+	for _, e := range entries {
+		res.Entries = append(res.Entries, LogEntry{
+			Seq: e.Seq, Time: e.Time, Path: e.Path, Op: e.Op,
+			Session: e.Actor.Session, Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
+			Before: e.Before, After: e.After, To: e.To, Unconditional: e.Unconditional, Detail: e.Detail,
+		})
+	}
+	return res, nil
+}
+
+// DefaultLogLimit is the number of audit entries fs.log returns by default.
+const DefaultLogLimit = 50

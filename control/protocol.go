@@ -1,0 +1,394 @@
+package control
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/dshmount/dshmount/patch"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// JSON-RPC 2.0 error codes used on the socket.
+const (
+	// CodeParseError: the line is not JSON.
+	CodeParseError = -32700
+	// CodeInvalidRequest: the JSON is not a request object, or the line is
+	// too long.
+	CodeInvalidRequest = -32600
+	// CodeMethodNotFound: no such method.
+	CodeMethodNotFound = -32601
+	// CodeInvalidParams: missing or mistyped parameters, unknown session,
+	// NUL in a path, invalid UTF-8.
+	CodeInvalidParams = -32602
+	// CodeInternalError: the daemon failed while serving the request.
+	CodeInternalError = -32603
+	// CodeFilesystem: a filesystem error; Data carries the FS_… code.
+	CodeFilesystem = -32000
+	// CodePeerRefused: the peer's uid may not use this socket.
+	CodePeerRefused = -32001
+	// CodeUnavailable: the daemon does not offer this feature (e.g.
+	// session.bind without a mount).
+	CodeUnavailable = -32002
+)
+
+// Method names.
+const (
+	MethodSessionOpen  = "session.open"
+	MethodSessionClose = "session.close"
+	MethodSessionBind  = "session.bind"
+	MethodStat         = "fs.stat"
+	MethodList         = "fs.list"
+	MethodRead         = "fs.read"
+	MethodWrite        = "fs.write"
+	MethodEdit         = "fs.edit"
+	MethodPatch        = "fs.patch"
+	MethodDelete       = "fs.delete"
+	MethodMove         = "fs.move"
+	MethodWatch        = "fs.watch"
+	MethodUnwatch      = "fs.unwatch"
+	MethodLog          = "fs.log"
+	MethodStatus       = "daemon.status"
+	// NotifyChanged is the notification a watch sends on its connection.
+	NotifyChanged = "fs.changed"
+)
+
+const jsonrpcVersion = "2.0"
+
+// request is one incoming JSON-RPC request. A missing ID makes it a
+// notification (no response); an explicit null ID is answered with null.
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+// response is one outgoing JSON-RPC response.
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *ErrorObject    `json:"error,omitempty"`
+}
+
+// notification is an outgoing (server) or incoming (client) message without
+// an id.
+type notification struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// ErrorObject is a JSON-RPC error object.
+type ErrorObject struct {
+	Code    int        `json:"code"`
+	Message string     `json:"message"`
+	Data    *ErrorData `json:"data,omitempty"`
+}
+
+// ErrorData is the data of a filesystem error (and of parameter errors that
+// concern a path).
+type ErrorData struct {
+	Code    provider.Code `json:"code"`
+	Path    string        `json:"path,omitempty"`
+	Message string        `json:"message"`
+}
+
+// WriteExpected is the explicit guard of a write or of a move destination:
+// {"kind":"createIfAbsent"} or {"kind":"replaceIfVersion","version":V}.
+type WriteExpected struct {
+	Kind    provider.IntentKind `json:"kind"`
+	Version provider.Version    `json:"version,omitempty"`
+}
+
+// VersionExpected is the explicit guard of an edit, delete or move source.
+type VersionExpected struct {
+	Version provider.Version `json:"version"`
+}
+
+// Empty is the result of methods that return nothing.
+type Empty struct{}
+
+// SessionOpenParams are the params of session.open.
+type SessionOpenParams struct {
+	Name string `json:"name,omitempty"`
+}
+
+// SessionOpenResult is the result of session.open.
+type SessionOpenResult struct {
+	Session policy.SessionID `json:"session"`
+}
+
+// SessionCloseParams are the params of session.close.
+type SessionCloseParams struct {
+	Session policy.SessionID `json:"session"`
+}
+
+// SessionBindParams are the params of session.bind.
+type SessionBindParams struct {
+	Session policy.SessionID `json:"session"`
+	PID     int              `json:"pid"`
+}
+
+// StatParams are the params of fs.stat.
+type StatParams struct {
+	Path    string           `json:"path"`
+	Cwd     string           `json:"cwd,omitempty"`
+	Session policy.SessionID `json:"session,omitempty"`
+}
+
+// StatResult is the result of fs.stat.
+type StatResult struct {
+	Exists      bool              `json:"exists"`
+	Type        provider.FileType `json:"type,omitempty"`
+	Size        *int64            `json:"size,omitempty"`
+	Version     provider.Version  `json:"version,omitempty"`
+	DisplayPath string            `json:"displayPath"`
+}
+
+// ListParams are the params of fs.list.
+type ListParams struct {
+	Path string `json:"path"`
+	Cwd  string `json:"cwd,omitempty"`
+}
+
+// ListEntry is one child in a ListResult.
+type ListEntry struct {
+	Name    string            `json:"name"`
+	Type    provider.FileType `json:"type"`
+	Size    *int64            `json:"size,omitempty"`
+	Version provider.Version  `json:"version,omitempty"`
+}
+
+// ListResult is the result of fs.list, in name order.
+type ListResult struct {
+	Entries []ListEntry `json:"entries"`
+}
+
+// ReadParams are the params of fs.read. Offset is the 1-based first line
+// (default 1), Limit the number of lines (default DefaultReadLimit),
+// MaxBytes the cap on returned text (default DefaultReadMaxBytes).
+type ReadParams struct {
+	Path     string           `json:"path"`
+	Cwd      string           `json:"cwd,omitempty"`
+	Session  policy.SessionID `json:"session,omitempty"`
+	Offset   *int             `json:"offset,omitempty"`
+	Limit    *int             `json:"limit,omitempty"`
+	MaxBytes *int64           `json:"maxBytes,omitempty"`
+}
+
+// Line is one numbered line of a read.
+type Line struct {
+	Number int    `json:"number"`
+	Text   string `json:"text"`
+}
+
+// ReadResult is the result of fs.read.
+type ReadResult struct {
+	DisplayPath      string           `json:"displayPath"`
+	Version          provider.Version `json:"version"`
+	Offset           int              `json:"offset"`
+	Lines            []Line           `json:"lines"`
+	TotalLines       int              `json:"totalLines"`
+	TruncatedByBytes bool             `json:"truncatedByBytes,omitempty"`
+}
+
+// WriteParams are the params of fs.write.
+type WriteParams struct {
+	Path          string           `json:"path"`
+	Content       string           `json:"content"`
+	Cwd           string           `json:"cwd,omitempty"`
+	Session       policy.SessionID `json:"session,omitempty"`
+	Expected      *WriteExpected   `json:"expected,omitempty"`
+	Unconditional bool             `json:"unconditional,omitempty"`
+}
+
+// WriteResult is the result of fs.write (and a move's destination).
+type WriteResult struct {
+	Operation provider.Operation `json:"operation"`
+	Version   provider.Version   `json:"version"`
+	Before    *string            `json:"before"`
+	After     string             `json:"after"`
+}
+
+// EditParams are the params of fs.edit.
+type EditParams struct {
+	Path          string           `json:"path"`
+	OldString     string           `json:"oldString"`
+	NewString     string           `json:"newString"`
+	ReplaceAll    bool             `json:"replaceAll,omitempty"`
+	Cwd           string           `json:"cwd,omitempty"`
+	Session       policy.SessionID `json:"session,omitempty"`
+	Expected      *VersionExpected `json:"expected,omitempty"`
+	Unconditional bool             `json:"unconditional,omitempty"`
+}
+
+// EditResult is the result of fs.edit.
+type EditResult struct {
+	Version provider.Version `json:"version"`
+	Before  string           `json:"before"`
+	After   string           `json:"after"`
+}
+
+// PatchParams are the params of fs.patch.
+type PatchParams struct {
+	Patch         string           `json:"patch"`
+	Cwd           string           `json:"cwd,omitempty"`
+	Session       policy.SessionID `json:"session,omitempty"`
+	Unconditional bool             `json:"unconditional,omitempty"`
+}
+
+// PatchStatus is the state of one patch operation after a commit.
+type PatchStatus string
+
+// Patch operation states.
+const (
+	PatchApplied PatchStatus = "applied"
+	PatchFailed  PatchStatus = "failed"
+	PatchNotRun  PatchStatus = "not-run"
+)
+
+// PatchOpResult reports one operation of a patch.
+type PatchOpResult struct {
+	Kind    patch.Kind       `json:"kind"`
+	Path    string           `json:"path"`
+	MoveTo  string           `json:"moveTo,omitempty"`
+	Status  PatchStatus      `json:"status"`
+	Version provider.Version `json:"version,omitempty"`
+	Error   *ErrorData       `json:"error,omitempty"`
+}
+
+// PatchResult is the result of fs.patch. Complete is false when a commit
+// stopped; Operations then tell which were applied.
+type PatchResult struct {
+	Operations []PatchOpResult `json:"operations"`
+	Complete   bool            `json:"complete"`
+}
+
+// DeleteParams are the params of fs.delete.
+type DeleteParams struct {
+	Path          string           `json:"path"`
+	Cwd           string           `json:"cwd,omitempty"`
+	Session       policy.SessionID `json:"session,omitempty"`
+	Expected      *VersionExpected `json:"expected,omitempty"`
+	Unconditional bool             `json:"unconditional,omitempty"`
+}
+
+// DeleteResult is the result of fs.delete.
+type DeleteResult struct {
+	Before *string `json:"before"`
+}
+
+// MoveParams are the params of fs.move.
+type MoveParams struct {
+	From                string           `json:"from"`
+	To                  string           `json:"to"`
+	Cwd                 string           `json:"cwd,omitempty"`
+	Session             policy.SessionID `json:"session,omitempty"`
+	ExpectedSource      *VersionExpected `json:"expectedSource,omitempty"`
+	ExpectedDestination *WriteExpected   `json:"expectedDestination,omitempty"`
+	Unconditional       bool             `json:"unconditional,omitempty"`
+}
+
+// SourceFailure tells why a moved file's source could not be removed.
+type SourceFailure struct {
+	Code    provider.Code `json:"code"`
+	Message string        `json:"message"`
+}
+
+// MoveResult is the result of fs.move.
+type MoveResult struct {
+	SourceBefore  *string        `json:"sourceBefore"`
+	Destination   WriteResult    `json:"destination"`
+	SourceDeleted bool           `json:"sourceDeleted"`
+	SourceFailure *SourceFailure `json:"sourceFailure,omitempty"`
+}
+
+// WatchParams are the params of fs.watch.
+type WatchParams struct {
+	Path string `json:"path"`
+	Cwd  string `json:"cwd,omitempty"`
+}
+
+// WatchResult is the result of fs.watch.
+type WatchResult struct {
+	Watch string `json:"watch"`
+}
+
+// UnwatchParams are the params of fs.unwatch.
+type UnwatchParams struct {
+	Watch string `json:"watch"`
+}
+
+// ChangeKind says what a change notification saw.
+type ChangeKind string
+
+// Change kinds.
+const (
+	ChangeModified ChangeKind = "modified" // the target exists (Version set)
+	ChangeRemoved  ChangeKind = "removed"  // the target is gone
+	ChangeError    ChangeKind = "error"    // the watcher failed; Error says why
+)
+
+// ChangeEvent is the params of an fs.changed notification.
+type ChangeEvent struct {
+	Watch   string           `json:"watch"`
+	Path    string           `json:"path"`
+	Version provider.Version `json:"version,omitempty"`
+	Kind    ChangeKind       `json:"kind"`
+	Error   string           `json:"error,omitempty"`
+}
+
+// LogParams are the params of fs.log. Path "" lists every entry.
+type LogParams struct {
+	Path  string `json:"path,omitempty"`
+	Cwd   string `json:"cwd,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// LogEntry is one audit entry.
+type LogEntry struct {
+	Seq           uint64            `json:"seq"`
+	Time          time.Time         `json:"time"`
+	Path          string            `json:"path"`
+	Op            policy.MutationOp `json:"op"`
+	Session       policy.SessionID  `json:"session,omitempty"`
+	Channel       policy.Channel    `json:"channel,omitempty"`
+	PID           int32             `json:"pid,omitempty"`
+	UID           uint32            `json:"uid"`
+	Before        provider.Version  `json:"before,omitempty"`
+	After         provider.Version  `json:"after,omitempty"`
+	To            string            `json:"to,omitempty"`
+	Unconditional bool              `json:"unconditional,omitempty"`
+	Detail        string            `json:"detail,omitempty"`
+}
+
+// LogResult is the result of fs.log, newest first.
+type LogResult struct {
+	Entries []LogEntry `json:"entries"`
+}
+
+// SessionInfo describes one open session in daemon.status.
+type SessionInfo struct {
+	ID       policy.SessionID `json:"id"`
+	Name     string           `json:"name,omitempty"`
+	Opened   time.Time        `json:"opened"`
+	LastUsed time.Time        `json:"lastUsed"`
+}
+
+// MethodCounters counts the requests and errors of one method.
+type MethodCounters struct {
+	Requests uint64 `json:"requests"`
+	Errors   uint64 `json:"errors"`
+}
+
+// StatusResult is the result of daemon.status.
+type StatusResult struct {
+	Source        string                    `json:"source"`
+	Mount         string                    `json:"mount,omitempty"`
+	Sessions      []SessionInfo             `json:"sessions"`
+	Connections   int                       `json:"connections"`
+	UptimeSeconds float64                   `json:"uptimeSeconds"`
+	Counters      map[string]MethodCounters `json:"counters"`
+}

@@ -1,0 +1,272 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// ProcessBinder makes a process and its descendants act for a session on the
+// mount (policy/procbind implements it).
+type ProcessBinder interface {
+	Bind(session policy.SessionID, pid int) error
+}
+
+// Config configures a Server. SocketPath and Engine are required.
+type Config struct {
+	SocketPath      string         // where to listen; its directory is created 0700 when missing
+	Engine          *policy.Engine // the one guarded path
+	Binder          ProcessBinder  // nil: session.bind answers an error
+	AllowUIDs       []uint32       // peers allowed besides the daemon's uid and root
+	MaxRequestBytes int64          // bound on one request line; default DefaultMaxRequestBytes
+	Source, Mount   string         // reported by daemon.status
+	Logger          *slog.Logger   // nil: slog.Default()
+}
+
+// Server serves the control socket. Create it with NewServer, run Serve, stop
+// it with Close.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	engine  *policy.Engine
+	store   *policy.Store
+	fs      provider.FileSystem
+	uid     uint32
+	started time.Time
+	ln      *net.UnixListener
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // connection goroutines
+
+	connSeq  atomic.Uint64
+	watchSeq atomic.Uint64
+	table    map[string]handler        // method table, built once
+	counters map[string]*methodCounter // fixed key set, built once
+	done     chan struct{}
+	closeErr error
+	once     sync.Once
+
+	hooks testHooks
+}
+
+// testHooks let in-package tests interleave with request handling.
+type testHooks struct {
+	// beforeCommitOp runs before the commit of patch operation i (0-based).
+	beforeCommitOp func(i int)
+}
+
+type methodCounter struct {
+	requests atomic.Uint64
+	errors   atomic.Uint64
+}
+
+// invalidMethod is the counter key of requests that named no known method.
+const invalidMethod = "(invalid)"
+
+// NewServer validates cfg, prepares the socket directory (0700), removes a
+// stale socket file, refuses a socket held by a live daemon and listens
+// (socket file 0600).
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.SocketPath == "" {
+		return nil, errors.New("control: no socket path; pass --socket or set DSH_SOCKET")
+	}
+	if cfg.Engine == nil {
+		return nil, errors.New("control: no policy engine configured")
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "control"),
+		engine:   cfg.Engine,
+		store:    cfg.Engine.Store(),
+		fs:       cfg.Engine.FS(),
+		uid:      uint32(os.Getuid()),
+		started:  time.Now(),
+		conns:    make(map[*conn]struct{}),
+		counters: make(map[string]*methodCounter),
+		done:     make(chan struct{}),
+	}
+	s.table = s.handlers()
+	for name := range s.table {
+		s.counters[name] = &methodCounter{}
+	}
+	s.counters[invalidMethod] = &methodCounter{}
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listen creates the directory, clears a stale socket and binds.
+func (s *Server) listen() error {
+	path := s.cfg.SocketPath
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("control: create socket directory %s: %w", dir, err)
+	}
+	if st, err := os.Stat(dir); err == nil && st.Mode().Perm()&0o077 != 0 {
+		s.log.Warn("socket directory is accessible to other users; prefer a private (0700) directory",
+			"dir", dir, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+	}
+	if err := clearStaleSocket(path); err != nil {
+		return err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("control: listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("control: restrict socket %s to its owner: %w", path, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// clearStaleSocket removes a socket file nobody listens on, and refuses a
+// live one or a path that is not a socket.
+func clearStaleSocket(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("control: inspect socket path %s: %w", path, err)
+	}
+	if st.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("control: %s exists and is not a socket; remove it or choose another --socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		_ = c.Close()
+		return fmt.Errorf("control: %s is held by a running daemon; stop it (dshmount unmount) or choose another --socket", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("control: remove stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// Addr returns the socket path.
+func (s *Server) Addr() string { return s.cfg.SocketPath }
+
+// Serve accepts connections until ctx ends or Close is called; it then
+// closes every connection and returns nil. Other accept failures are
+// returned.
+func (s *Server) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
+	defer stop()
+	var delay time.Duration
+	for {
+		nc, err := s.ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-s.done:
+				s.wg.Wait()
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || isTemporary(err) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
+				time.Sleep(delay)
+				continue
+			}
+			_ = s.Close()
+			s.wg.Wait()
+			return fmt.Errorf("control: accept on %s: %w", s.cfg.SocketPath, err)
+		}
+		delay = 0
+		c := s.newConn(nc)
+		if c == nil {
+			continue // closed meanwhile
+		}
+		go c.serve(ctx)
+	}
+}
+
+// isTemporary reports accept errors worth retrying (EMFILE and friends).
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// Close stops accepting, closes every connection and removes the socket
+// file. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		conns := make([]*conn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		close(s.done)
+		s.closeErr = s.ln.Close()
+		for _, c := range conns {
+			c.close()
+		}
+	})
+	return s.closeErr
+}
+
+// newConn registers a connection, or closes it when the server is closing.
+func (s *Server) newConn(nc *net.UnixConn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = nc.Close()
+		return nil
+	}
+	c := newConn(s, nc, s.connSeq.Add(1))
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c
+}
+
+// dropConn unregisters a finished connection.
+func (s *Server) dropConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// connCount returns the number of open connections.
+func (s *Server) connCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// count records one request of method and whether it failed.
+func (s *Server) count(method string, failed bool) {
+	mc, ok := s.counters[method]
+	if !ok {
+		mc = s.counters[invalidMethod]
+	}
+	mc.requests.Add(1)
+	if failed {
+		mc.errors.Add(1)
+	}
+}
