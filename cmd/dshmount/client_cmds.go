@@ -22,6 +22,7 @@ func clientCommands() []command {
 	for _, v := range verbs {
 		cmds = append(cmds, command{name: v.name, summary: v.summary, run: v.command})
 	}
+	cmds = append(cmds, mcpCommand())
 	cmds = append(cmds, command{name: "exec", summary: "run a command whose processes act for a session on the mount", run: runExec})
 	return cmds
 }

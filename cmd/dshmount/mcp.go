@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/control/mcp"
+)
+
+// mcpCommand is `dshmount mcp`: the guarded workspace as an MCP server on
+// stdin/stdout, one policy session per connection.
+func mcpCommand() command {
+	return command{
+		name:    "mcp",
+		summary: "serve the workspace as an MCP server on stdin/stdout (one session per client)",
+		run:     runMCP,
+	}
+}
+
+// runMCP parses the flags, dials the daemon and serves MCP until stdin
+// closes. stdout carries only the protocol; logs go to stderr.
+func runMCP(ctx context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	socket := fs.String("socket", os.Getenv("DSH_SOCKET"), "control socket of the daemon (default $DSH_SOCKET)")
+	session := fs.String("session", "", "name of the policy session opened for this client (default \"mcp (pid N)\")")
+	cwd := fs.String("cwd", "", "base directory for relative paths (default: the workspace root)")
+	verbose := fs.Bool("v", false, "log each request to stderr")
+	fs.Usage = func() {
+		fmt.Fprint(std.err, `Usage: dshmount mcp --socket PATH [--session NAME] [--cwd DIR]
+
+Serve the guarded workspace as a Model Context Protocol server on stdin and
+stdout, for an agent client (Claude Code, Codex, ...). The tools are read,
+write, edit, apply_patch, move, delete, list and stat. The connection is one
+policy session: the agent must read a file before changing it, and a change
+to a file that changed since is refused with FS_STALE_VERSION. The session
+closes when stdin closes.
+
+Register it, for example:
+  claude mcp add dshmount -- dshmount mcp --socket /path/to/control.sock
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(std.err, "dshmount mcp: unexpected argument %q; see 'dshmount mcp --help'\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *socket == "" {
+		fmt.Fprintln(std.err, "dshmount mcp: no control socket: pass --socket PATH or set DSH_SOCKET")
+		return exitUsage
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(std.err, &slog.HandlerOptions{Level: level}))
+	name := *session
+	if name == "" {
+		name = fmt.Sprintf("mcp (pid %d)", os.Getpid())
+	}
+
+	client, err := control.DialContext(ctx, *socket)
+	if err != nil {
+		fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
+		return exitUsage
+	}
+	defer client.Close()
+	transport := &sdk.IOTransport{Reader: io.NopCloser(std.in), Writer: mcpStdout{std.out}}
+	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Logger: logger}, transport)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// mcpStdout keeps stdout open when the MCP connection closes.
+type mcpStdout struct{ io.Writer }
+
+func (mcpStdout) Close() error { return nil }

@@ -1,0 +1,195 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// toolError is a failure whose model-facing text is already rendered.
+type toolError struct{ text string }
+
+func (e *toolError) Error() string { return e.text }
+
+// toolErrorText renders any handler error as the text of an isError
+// result: always "FS_CODE: what happened; what to do next".
+func toolErrorText(err error) string {
+	var te *toolError
+	if errors.As(err, &te) {
+		return te.text
+	}
+	var re *control.RPCError
+	if errors.As(err, &re) {
+		switch {
+		case re.Code != "":
+			return string(re.Code) + ": " + re.Message
+		case re.RPCCode == control.CodeInvalidParams:
+			return string(provider.CodeInvalidArgument) + ": " + re.Message
+		}
+		return fmt.Sprintf("%s: the daemon could not serve the request (%s); try again, and check the daemon's log if it persists",
+			provider.CodeIOError, re.Message)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("%s: the call was cancelled before it finished: %v", provider.CodeAborted, err)
+	}
+	return fmt.Sprintf("%s: cannot reach the dshmount daemon (%v); check that 'dshmount serve' is still running", provider.CodeIOError, err)
+}
+
+// explain turns a daemon error about path into a tool error for the tool
+// named op. A stale refusal is rewritten to say who changed the file and
+// when, from the audit log; a missing observation says what to do in terms
+// of the tools; other errors keep the daemon's message, naming the path.
+func (c *Conn) explain(ctx context.Context, err error, op, path string) error {
+	var re *control.RPCError
+	if !errors.As(err, &re) || re.Code == "" {
+		return err
+	}
+	if re.Path != "" {
+		path = re.Path
+	}
+	switch {
+	case re.Code == provider.CodeStaleVersion && path != "":
+		return &toolError{text: c.staleText(ctx, path)}
+	case re.Code == provider.CodeNotObserved && path != "" && op == ToolWrite:
+		return &toolError{text: fmt.Sprintf("%s: %s already exists and you have not read it in this session; read it first, then write again",
+			re.Code, path)}
+	case re.Code == provider.CodeNotObserved && path != "" && op != ToolApplyPatch:
+		return &toolError{text: fmt.Sprintf("%s: you have not read %s in this session; read it first, then redo your change",
+			re.Code, path)}
+	case path != "" && !strings.Contains(re.Message, path):
+		return &toolError{text: fmt.Sprintf("%s: %s: %s", re.Code, path, re.Message)}
+	}
+	return err
+}
+
+// staleText renders an FS_STALE_VERSION refusal for path, saying who made
+// the newest change: the newest audit entry when it is newer than this
+// session's last sight of the file, otherwise a change that bypassed
+// dshmount.
+func (c *Conn) staleText(ctx context.Context, path string) string {
+	what, next := "changed", "read it again, then redo your change"
+	who := "by a change outside dshmount, e.g. directly in the backing directory, not through the mount or the socket"
+	if e, ok := c.newestEntry(ctx, path); ok && c.afterSeen(path, e) {
+		who = c.describeEntry(ctx, e)
+		switch e.Op {
+		case policy.OpDelete, policy.OpUnlink:
+			what, next = "was deleted", "it no longer exists; write it anew if you still need it"
+		case policy.OpMove, policy.OpRename:
+			if e.To != "" && e.To != path {
+				what = "was moved to " + e.To
+			}
+		}
+	}
+	return fmt.Sprintf("%s: %s %s since you read it (%s); %s",
+		provider.CodeStaleVersion, path, what, who, next)
+}
+
+// newestEntry returns the newest audit entry for path.
+func (c *Conn) newestEntry(ctx context.Context, path string) (control.LogEntry, bool) {
+	res, err := c.cfg.Daemon.Log(ctx, control.LogParams{Path: path, Cwd: c.cfg.Cwd, Limit: 1})
+	if err != nil {
+		c.log.Warn("cannot read the audit log", "path", path, "err", err)
+		return control.LogEntry{}, false
+	}
+	if len(res.Entries) == 0 {
+		return control.LogEntry{}, false
+	}
+	return res.Entries[0], true
+}
+
+// afterSeen reports whether e is a change this session has not seen: not
+// the change that produced the version the session last saw, and not older
+// than the call in which it saw it. When the session never saw the path,
+// nothing better is known and e counts as unseen.
+func (c *Conn) afterSeen(path string, e control.LogEntry) bool {
+	seen, ok := c.lastSeen(path)
+	if !ok {
+		return true
+	}
+	if seen.version != "" && e.After == seen.version {
+		return false
+	}
+	return !e.Time.Before(seen.at)
+}
+
+// describeEntry renders "by a write through the mount (pid 123), 3s ago".
+func (c *Conn) describeEntry(ctx context.Context, e control.LogEntry) string {
+	s := "by " + article(string(e.Op))
+	switch e.Channel {
+	case policy.ChannelMount:
+		s += " through the mount"
+		switch {
+		case e.PID != 0 && e.Session != "":
+			s += fmt.Sprintf(" (pid %d, %s)", e.PID, c.sessionName(ctx, e.Session))
+		case e.PID != 0:
+			s += fmt.Sprintf(" (pid %d)", e.PID)
+		case e.Session != "":
+			s += fmt.Sprintf(" (%s)", c.sessionName(ctx, e.Session))
+		}
+	case policy.ChannelSocket:
+		if e.Session != "" {
+			s += " from " + c.sessionName(ctx, e.Session)
+		}
+		s += " over the socket"
+	default:
+		if e.Session != "" {
+			s += " from " + c.sessionName(ctx, e.Session)
+		}
+	}
+	if e.Unconditional {
+		s += ", unconditionally"
+	}
+	return s + ", " + ago(c.cfg.Now().Sub(e.Time))
+}
+
+// sessionName renders a session for people: "this session", or
+// `session s-… ("name")` when the daemon still knows its name.
+func (c *Conn) sessionName(ctx context.Context, id policy.SessionID) string {
+	if id == c.session {
+		return "this session"
+	}
+	s := "session " + string(id)
+	st, err := c.cfg.Daemon.Status(ctx)
+	if err != nil {
+		return s
+	}
+	for _, info := range st.Sessions {
+		if info.ID == id && info.Name != "" {
+			return fmt.Sprintf("%s (%q)", s, info.Name)
+		}
+	}
+	return s
+}
+
+// article prefixes a noun with "a" or "an".
+func article(noun string) string {
+	if noun == "" {
+		return "a change"
+	}
+	switch noun[0] {
+	case 'a', 'e', 'i', 'o', 'u':
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// ago renders a duration as "3s ago".
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
