@@ -1,4 +1,6 @@
 package main
 
 // daemonCommands returns the verbs that run or manage the daemon.
-func daemonCommands() []command { return nil }
+func daemonCommands() []command {
+	return []command{serveCommand(), unmountCommand()}
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/procbind"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+// serveCommand is `dshmount serve`.
+func serveCommand() command {
+	return command{
+		name:    "serve",
+		summary: "mount a guarded view of a workspace and serve the control socket",
+		run:     runServe,
+	}
+}
+
+// runServe parses the flags and runs the daemon until ctx ends.
+func runServe(ctx context.Context, args []string, sio stdio) int {
+	cfg, err := parseServeArgs(args, sio.err)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
+		return exitUsage
+	}
+	level := slog.LevelInfo
+	if cfg.Debug {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(sio.err, &slog.HandlerOptions{Level: level}))
+	if cfg, err = cfg.resolve(); err != nil {
+		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
+		return exitUsage
+	}
+	if err := serve(ctx, cfg, logger, sio.out); err != nil {
+		logger.Error("serve failed", "err", err)
+		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
+		return exitFS
+	}
+	return exitOK
+}
+
+// serve wires the layers, mounts, then serves the control socket until ctx
+// ends or the mount goes away. The socket is created only once the mount is
+// live, so a daemon that answers daemon.status has a working mount.
+func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) (err error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	store, err := policy.Open(filepath.Join(cfg.StateDir, "db"), policy.DefaultOptions().WithLogger(log.With("component", "policy")))
+	if err != nil {
+		if errors.Is(err, policy.ErrStateLocked) {
+			return fmt.Errorf("%w: another dshmount daemon uses state directory %s; stop it or pass --state", err, cfg.StateDir)
+		}
+		return fmt.Errorf("open state: %w", err)
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close state: %w", cerr)
+		}
+	}()
+
+	lfs, err := local.New(cfg.Source, local.Options{Generations: store, Aliases: []string{cfg.Mountpoint}})
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	defer lfs.Close()
+	view, err := overlay.New(lfs, overlay.Rules{Hide: cfg.Hide, ReadOnly: cfg.ReadOnly})
+	if err != nil {
+		return err
+	}
+	engine := policy.NewEngine(store, view)
+	registry := procbind.New(store)
+
+	mnt, err := fuse.Mount(cfg.Mountpoint, fuse.Config{
+		Local: lfs, View: view, Engine: engine, Bindings: registry,
+		Logger: log.With("component", "fuse"), Debug: cfg.Debug, AllowOther: cfg.AllowOther,
+		EntryTimeout: orNone(cfg.EntryTO), AttrTimeout: orNone(cfg.AttrTO), Passthrough: cfg.Passthrough,
+	})
+	if err != nil {
+		return err
+	}
+	unmount := func() {
+		gctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
+		defer cancel()
+		if uerr := mnt.Unmount(gctx); uerr != nil {
+			log.Error("unmount", "err", uerr)
+		}
+	}
+
+	srv, err := control.NewServer(control.Config{
+		SocketPath: cfg.Socket, Engine: engine, Binder: registry, AllowUIDs: cfg.AllowUIDs,
+		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log,
+	})
+	if err != nil {
+		unmount()
+		return fmt.Errorf("control socket: %w", err)
+	}
+	log.Info("ready", "source", cfg.Source, "mount", cfg.Mountpoint, "socket", cfg.Socket, "state", cfg.StateDir)
+	fmt.Fprintf(stdout, "ready mount=%s socket=%s\n", cfg.Mountpoint, cfg.Socket)
+
+	sctx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx) }()
+	mountGone := make(chan struct{})
+	go func() { mnt.Wait(); close(mountGone) }()
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx))
+	case serveErr = <-served:
+		log.Error("control socket stopped", "err", serveErr)
+	case <-mountGone:
+		log.Warn("the mount was removed from outside; shutting down")
+	}
+	stopServing()
+	_ = srv.Close()
+	unmount()
+	if serveErr != nil {
+		return fmt.Errorf("control socket: %w", serveErr)
+	}
+	return nil
+}
+
+// orNone maps a zero timeout flag (no caching) to the fuse package's
+// "none" value; the fuse package reads zero as "default".
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}

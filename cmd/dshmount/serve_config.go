@@ -1,0 +1,211 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dshmount/dshmount/fuse"
+)
+
+// serveConfig is every knob of `dshmount serve`. The flags map onto it and
+// defaults() is the one place that fills what the flags left empty.
+type serveConfig struct {
+	Source     string        // workspace directory (canonical after resolve)
+	Mountpoint string        // where the view is mounted (absolute after resolve)
+	StateDir   string        // Badger database and socket directory
+	Socket     string        // control socket path
+	Hide       []string      // --hide globs
+	ReadOnly   []string      // --read-only globs
+	AllowOther bool          // other users may use the mount
+	AllowUIDs  []uint32      // control socket peers besides the daemon's uid and root
+	Debug      bool          // debug logs and FUSE request tracing
+	EntryTO    time.Duration // kernel name cache timeout
+	AttrTO     time.Duration // kernel attribute cache timeout
+	Grace      time.Duration // how long shutdown waits for open files before a lazy unmount
+	// Passthrough lets the kernel read and write backing files directly.
+	Passthrough bool
+}
+
+// defaultGrace is the shutdown grace period.
+const defaultGrace = 5 * time.Second
+
+// maxSocketPath is the longest path a Unix socket address holds.
+const maxSocketPath = 107
+
+// stringsFlag is a repeatable string flag.
+type stringsFlag struct{ dst *[]string }
+
+func (f stringsFlag) String() string {
+	if f.dst == nil {
+		return ""
+	}
+	return strings.Join(*f.dst, ",")
+}
+
+func (f stringsFlag) Set(v string) error { *f.dst = append(*f.dst, v); return nil }
+
+// uidsFlag is a repeatable numeric uid flag.
+type uidsFlag struct{ dst *[]uint32 }
+
+func (f uidsFlag) String() string {
+	if f.dst == nil {
+		return ""
+	}
+	parts := make([]string, len(*f.dst))
+	for i, u := range *f.dst {
+		parts[i] = strconv.FormatUint(uint64(u), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f uidsFlag) Set(v string) error {
+	u, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return fmt.Errorf("not a numeric uid: %q", v)
+	}
+	*f.dst = append(*f.dst, uint32(u))
+	return nil
+}
+
+// parseServeArgs parses `serve [flags] SOURCE MOUNTPOINT`.
+func parseServeArgs(args []string, stderr io.Writer) (serveConfig, error) {
+	cfg := serveConfig{Passthrough: true}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: dshmount serve [flags] SOURCE MOUNTPOINT
+
+Mounts a guarded view of the workspace SOURCE at MOUNTPOINT and serves the
+control socket, in the foreground. Prints "ready mount=… socket=…" once the
+mount works. SIGINT/SIGTERM unmount (waiting --grace for open files, then
+detaching lazily).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.StateDir, "state", "", "state directory (default $XDG_STATE_HOME/dshmount/NAME-HASH)")
+	fs.StringVar(&cfg.Socket, "socket", "", "control socket path (default STATE/run/control.sock)")
+	fs.Var(stringsFlag{&cfg.Hide}, "hide", "glob of paths that do not exist in the view (repeatable)")
+	fs.Var(stringsFlag{&cfg.ReadOnly}, "read-only", "glob of paths that cannot change (repeatable)")
+	fs.BoolVar(&cfg.AllowOther, "allow-other", false, "let other users use the mount (file modes still apply)")
+	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable)")
+	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
+	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches names")
+	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
+	fs.DurationVar(&cfg.Grace, "grace", defaultGrace, "on shutdown, how long to wait for open files before a lazy unmount")
+	fs.BoolVar(&cfg.Passthrough, "passthrough", true, "let the kernel read and write backing files directly (root, kernel ≥ 6.9)")
+	if err := fs.Parse(args); err != nil {
+		return serveConfig{}, err
+	}
+	if fs.NArg() != 2 {
+		fs.Usage()
+		return serveConfig{}, fmt.Errorf("serve needs SOURCE and MOUNTPOINT, got %d arguments", fs.NArg())
+	}
+	cfg.Source, cfg.Mountpoint = fs.Arg(0), fs.Arg(1)
+	return cfg, nil
+}
+
+// resolve makes the paths absolute and canonical and fills the defaults. It
+// refuses a mountpoint that is the workspace, inside it, or above it: the
+// daemon works on the backing directory by path and must never reach its
+// own mountpoint.
+func (c serveConfig) resolve() (serveConfig, error) {
+	src, err := filepath.Abs(c.Source)
+	if err != nil {
+		return c, fmt.Errorf("source %s: %w", c.Source, err)
+	}
+	if src, err = filepath.EvalSymlinks(src); err != nil {
+		return c, fmt.Errorf("source %s: %w", c.Source, err)
+	}
+	if st, err := os.Stat(src); err != nil {
+		return c, fmt.Errorf("source %s: %w", c.Source, err)
+	} else if !st.IsDir() {
+		return c, fmt.Errorf("source %s is not a directory", c.Source)
+	}
+	c.Source = src
+
+	mp, err := filepath.Abs(c.Mountpoint)
+	if err != nil {
+		return c, fmt.Errorf("mountpoint %s: %w", c.Mountpoint, err)
+	}
+	// A dead mount left by a crashed daemon cannot even be stat'ed; clear it
+	// before resolving the path.
+	if err := fuse.CleanupStale(mp); err != nil {
+		return c, err
+	}
+	if mp, err = filepath.EvalSymlinks(mp); err != nil {
+		return c, fmt.Errorf("mountpoint %s: %w; create the directory first", c.Mountpoint, err)
+	}
+	if st, err := os.Stat(mp); err != nil {
+		return c, fmt.Errorf("mountpoint %s: %w", c.Mountpoint, err)
+	} else if !st.IsDir() {
+		return c, fmt.Errorf("mountpoint %s is not a directory", c.Mountpoint)
+	}
+	c.Mountpoint = mp
+	switch {
+	case src == mp:
+		return c, errors.New("SOURCE and MOUNTPOINT are the same directory; mount the view somewhere else")
+	case within(mp, src):
+		return c, fmt.Errorf("MOUNTPOINT %s is inside SOURCE %s; the daemon must never reach its own mount, choose a mountpoint outside the workspace", mp, src)
+	case within(src, mp):
+		return c, fmt.Errorf("SOURCE %s is inside MOUNTPOINT %s; the mount would hide the workspace from the daemon, choose another mountpoint", src, mp)
+	}
+	return c.defaults()
+}
+
+// defaults fills the state directory and socket path.
+func (c serveConfig) defaults() (serveConfig, error) {
+	if c.StateDir == "" {
+		base := os.Getenv("XDG_STATE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return c, fmt.Errorf("no --state given and no home directory: %w", err)
+			}
+			base = filepath.Join(home, ".local", "state")
+		}
+		sum := sha256.Sum256([]byte(c.Source))
+		c.StateDir = filepath.Join(base, "dshmount", filepath.Base(c.Source)+"-"+hex.EncodeToString(sum[:6]))
+	}
+	st, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return c, fmt.Errorf("state directory %s: %w", c.StateDir, err)
+	}
+	c.StateDir = st
+	if within(c.StateDir, c.Mountpoint) || c.StateDir == c.Mountpoint {
+		return c, fmt.Errorf("state directory %s is inside MOUNTPOINT; choose another --state", c.StateDir)
+	}
+	if c.Socket == "" {
+		c.Socket = filepath.Join(c.StateDir, "run", "control.sock")
+	}
+	if c.Socket, err = filepath.Abs(c.Socket); err != nil {
+		return c, fmt.Errorf("socket %s: %w", c.Socket, err)
+	}
+	if len(c.Socket) > maxSocketPath {
+		return c, fmt.Errorf("socket path %s is %d bytes, longer than a Unix socket address holds (%d); pass a shorter --socket",
+			c.Socket, len(c.Socket), maxSocketPath)
+	}
+	if within(c.Socket, c.Mountpoint) {
+		return c, fmt.Errorf("socket %s is inside MOUNTPOINT; choose another --socket", c.Socket)
+	}
+	if c.Grace < 0 {
+		c.Grace = 0
+	}
+	return c, nil
+}
+
+// within reports whether p is strictly below dir (both clean and absolute).
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
+}

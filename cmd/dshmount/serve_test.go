@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/control"
+)
+
+func TestServeConfig_MountpointMustStayOutOfTheWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "ws")
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "inner"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "outer", "ws2"), 0o755))
+	require.NoError(t, os.Symlink(src, filepath.Join(dir, "alias")))
+	cases := []struct {
+		name, source, mount, want string
+	}{
+		{"same", src, src, "same directory"},
+		{"same through a symlink", src, filepath.Join(dir, "alias"), "same directory"},
+		{"inside", src, filepath.Join(src, "inner"), "inside SOURCE"},
+		{"source inside mount", filepath.Join(dir, "outer", "ws2"), filepath.Join(dir, "outer"), "inside MOUNTPOINT"},
+		{"missing mountpoint", src, filepath.Join(dir, "nope"), "create the directory first"},
+		{"source not a dir", filepath.Join(dir, "nofile"), dir, "no such file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := serveConfig{Source: c.source, Mountpoint: c.mount, StateDir: filepath.Join(dir, "state")}
+			_, err := cfg.resolve()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestServeConfig_DefaultsLiveInOnePlace(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "project")
+	mnt := filepath.Join(dir, "mnt")
+	require.NoError(t, os.Mkdir(src, 0o755))
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	xdg, err := os.MkdirTemp("", "xdg")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(xdg) })
+	t.Setenv("XDG_STATE_HOME", xdg)
+
+	cfg, err := parseServeArgs([]string{"--hide", ".git", "--hide", "*.key", "--read-only", "docs",
+		"--allow-uid", "1000", "--allow-uid", "1001", src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{".git", "*.key"}, cfg.Hide)
+	assert.Equal(t, []string{"docs"}, cfg.ReadOnly)
+	assert.Equal(t, []uint32{1000, 1001}, cfg.AllowUIDs)
+	assert.Equal(t, defaultGrace, cfg.Grace)
+	assert.True(t, cfg.Passthrough)
+
+	cfg, err = cfg.resolve()
+	require.NoError(t, err)
+	state := filepath.Dir(filepath.Dir(cfg.Socket))
+	assert.Equal(t, cfg.StateDir, state)
+	assert.Equal(t, filepath.Join(xdg, "dshmount"), filepath.Dir(cfg.StateDir))
+	assert.True(t, strings.HasPrefix(filepath.Base(cfg.StateDir), "project-"), cfg.StateDir)
+	assert.Equal(t, filepath.Join(cfg.StateDir, "run", "control.sock"), cfg.Socket)
+
+	again, err := serveConfig{Source: src, Mountpoint: mnt}.resolve()
+	require.NoError(t, err)
+	assert.Equal(t, cfg.StateDir, again.StateDir, "the state directory is stable for one workspace")
+
+	long := serveConfig{Source: src, Mountpoint: mnt, Socket: "/" + strings.Repeat("s", 120)}
+	_, err = long.resolve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--socket")
+
+	_, err = parseServeArgs([]string{src}, io.Discard)
+	require.Error(t, err)
+	_, err = parseServeArgs([]string{"--allow-uid", "bob", src, mnt}, io.Discard)
+	require.Error(t, err)
+}
+
+// lockedBuffer is a goroutine-safe stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestServe_MountsServesAndShutsDownOnCancel(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		if os.Getenv("DSH_REQUIRE_FUSE") == "1" {
+			t.Fatalf("DSH_REQUIRE_FUSE=1 but /dev/fuse is missing: %v", err)
+		}
+		t.Skipf("cannot mount: /dev/fuse is missing: %v", err)
+	}
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	require.NoError(t, os.Mkdir(src, 0o755))
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("hello\n"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(src, ".git"), 0o755))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	stderr := &lockedBuffer{}
+	rc := make(chan int, 1)
+	go func() {
+		rc <- run(ctx, []string{"serve", "--state", filepath.Join(dir, "st"), "--hide", ".git", src, mnt},
+			stdio{in: strings.NewReader(""), out: pw, err: stderr})
+		_ = pw.Close()
+	}()
+
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	sock := filepath.Join(dir, "st", "run", "control.sock")
+	require.Equal(t, fmt.Sprintf("ready mount=%s socket=%s\n", mnt, sock), line)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+
+	// The socket answers and the mount works.
+	cl, err := control.Dial(sock)
+	require.NoError(t, err)
+	defer cl.Close()
+	st, err := cl.Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, mnt, st.Mount)
+	got, err := os.ReadFile(filepath.Join(mnt, "a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", string(got))
+	_, err = os.Stat(filepath.Join(mnt, ".git"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "--hide applies")
+
+	// An agent write over the socket shows on the mount at once.
+	_, err = cl.Write(ctx, control.WriteParams{Path: "b.txt", Content: "from the agent\n"})
+	require.NoError(t, err)
+	got, err = os.ReadFile(filepath.Join(mnt, "b.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "from the agent\n", string(got))
+
+	cancel()
+	select {
+	case code := <-rc:
+		assert.Equal(t, exitOK, code, "stderr: %s", stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve did not stop; stderr: %s", stderr.String())
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	assert.NotContains(t, string(mounts), " "+mnt+" ", "unmounted on shutdown")
+	_, err = os.Stat(sock)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the socket is removed")
+}

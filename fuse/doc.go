@@ -1,0 +1,94 @@
+// Package fuse serves the workspace view as a real filesystem: a go-fuse v2
+// node tree, passthrough over the backing directory, with the guard hooks
+// of the policy engine at the points where a file changes.
+//
+// It owns the mapping of kernel requests to the view and to the policy
+// hooks. It must not know about the control socket: agents' mutations reach
+// it only as policy events (to invalidate kernel caches).
+//
+// # From a kernel request to a guarded operation
+//
+// Every request carries the caller's pid and uid (fuse.FromContext). The
+// Bindings (procbind) map the pid, through its parent chain and start times,
+// to a session; a caller with a session is "bound" (an agent's shell, build,
+// editor), every other caller is "unbound" (a person's editor).
+//
+//	LOOKUP / READDIR   the view decides: a hidden path does not exist
+//	                   (ENOENT; left out of listings)
+//	OPEN for reading   a bound caller records present(version) of the file
+//	                   it opened: the observation an agent needs to change it
+//	OPEN for writing,  a bound caller needs a fresh observation:
+//	SETATTR size,        unseen         → EACCES
+//	UNLINK,              observed stale → ESTALE
+//	RENAME over a file   observed absent→ ENOENT
+//	CREATE (absent)    allowed, unless the session saw the file present
+//	                   (someone removed what it read: ESTALE)
+//	every mutation     bumps the generation of the file identity and calls
+//	                   Engine.RecordMount (last writer, audit entry with the
+//	                   pid, and a bound session's new observation)
+//
+// Read-only paths of the view refuse every mutation with EROFS; hidden paths
+// cannot be created (EACCES). Versions are computed exactly like the local
+// provider's: local.VersionOf(stat, generation) of the backing file, so the
+// token an agent gets from the socket, the token in the xattr
+// user.dsh.version on the mount and the token the guard compares are one.
+//
+// # Writes and passthrough
+//
+// go-fuse's LoopbackFile can hand the kernel the backing descriptor
+// (FOPEN_PASSTHROUGH, kernel ≥ 6.9, as root). Then the kernel reads and
+// writes the backing file itself and WRITE never reaches the daemon. So no
+// guard lives in Write: the decision is taken at OPEN (and SETATTR, RENAME,
+// UNLINK), and the record of a change is made when the handle is flushed
+// (close), fsynced or released. A handle knows it changed the file from a
+// dirty flag (Write without passthrough) or because the backing stat moved;
+// a passthrough handle opened for writing that never recorded anything
+// records once at release, because a same-size rewrite within one timestamp
+// tick is invisible in the stat. Config.Passthrough switches passthrough off
+// (every read and write then goes through the daemon).
+//
+// # Agent edits and the kernel caches
+//
+// The control socket publishes atomically: a new inode replaces the old one
+// under the name. The kernel caches names (entry timeout), attributes
+// (attribute timeout) and pages. An Engine observer invalidates, for each
+// socket mutation, the old inode's data and attributes (NotifyContent) and
+// the name (NotifyEntry, NotifyDelete for deletes), so `cat` right after an
+// agent's edit shows the new bytes. Out-of-band changes to the backing
+// directory (git checkout there, another program) are not seen by FUSE; the
+// short default timeouts (1 s) bound how long the mount shows old data.
+//
+// # Deadlocks and other pitfalls
+//
+//   - The daemon never touches its own mountpoint: it works on the backing
+//     directory by path and through an O_PATH descriptor of its root, and
+//     serve refuses a mountpoint inside the workspace (or above it). Stat,
+//     exec, epoll or mmap through the mount from the daemon would deadlock.
+//   - Kernel notifications are sent from the invalidator goroutine, never
+//     from a FUSE handler: the kernel takes inode locks that the request
+//     being served may hold. Socket mutations wait for their invalidation a
+//     bounded time (notifyWait), so a stuck kernel cannot stall the socket.
+//   - go-fuse keys nodes by (mode, ino, generation). The generation is the
+//     backing file's birth time, so a recycled inode number is a new node,
+//     and version metadata is keyed by file identity (dev, ino) with a
+//     daemon-side generation: a hard link cannot bypass a guard, and a
+//     recycled inode number never repeats a version.
+//   - ENOSYS is remembered by the kernel for the whole mount; no operation a
+//     common program needs answers it. O_TMPFILE answers EOPNOTSUPP (a
+//     nameless file cannot be guarded by path); ioctls answer ENOTTY; POSIX
+//     and flock locks are handled by the kernel for everyone using the mount
+//     (they do not conflict with programs using the backing directory).
+//   - Interrupts (a program receiving a signal, including the Go runtime's
+//     SIGURG) cancel the request context; records of completed mutations
+//     run on an uncancellable context so an interrupt never loses one.
+//   - A crashed daemon leaves "transport endpoint is not connected";
+//     CleanupStale detaches such a mount before a new one. A panic in a
+//     handler answers EIO for that request (PanicHandler) and is logged.
+//   - The daemon usually runs as root (no fusermount needed): default
+//     permissions make the kernel check file modes against the caller, and
+//     entries a caller creates are chowned to it and given the exact mode
+//     it asked for.
+//   - Tests that mount in their own process may do file I/O on the mount
+//     from test goroutines (go-fuse serves in others) but must not fork
+//     with a working directory or inherited descriptors on the mount.
+package fuse

@@ -1,0 +1,307 @@
+package fuse
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// handle is one open regular file: the backing descriptor (through go-fuse's
+// LoopbackFile) plus what the mutation record needs.
+//
+// A handle opened for writing records its changes when it is flushed,
+// fsynced or released, never per write: with passthrough the kernel writes
+// the backing file itself and the daemon never sees a WRITE. A change is
+// detected by the dirty flag (set by Write, Allocate, CopyFileRange) or by
+// the backing stat differing from the last recorded one; at release, a
+// passthrough handle opened for writing that never recorded anything records
+// once anyway, because a same-size rewrite within one timestamp tick leaves
+// the stat unchanged and a missed change would let a stale agent token pass.
+type handle struct {
+	file     *os.File
+	lf       *fs.LoopbackFile
+	node     *node
+	rel      string       // path at open, for a file unlinked meanwhile
+	actor    policy.Actor // the opener: recorded as the writer
+	writable bool
+	pt       bool // passthrough was offered for this handle
+
+	dirty atomic.Bool
+
+	mu       sync.Mutex // guards the fields below
+	last     unix.Stat_t
+	lastVer  provider.Version
+	recorded bool
+}
+
+// ptHandle is a handle that offers its descriptor to the kernel for
+// passthrough. The two types exist because go-fuse decides by the presence
+// of the PassthroughFd method.
+type ptHandle struct{ *handle }
+
+var _ fs.FilePassthroughFder = ptHandle{}
+
+// PassthroughFd implements fs.FilePassthroughFder.
+func (p ptHandle) PassthroughFd() (int, bool) { return p.lf.PassthroughFd() }
+
+// handleOf is implemented by both handle kinds.
+type handleOf interface{ h() *handle }
+
+func (h *handle) h() *handle { return h }
+
+// asHandle returns the *handle behind a go-fuse FileHandle, or nil.
+func asHandle(f fs.FileHandle) *handle {
+	if x, ok := f.(handleOf); ok {
+		return x.h()
+	}
+	return nil
+}
+
+// fd is the backing descriptor.
+func (h *handle) fd() int { return int(h.file.Fd()) }
+
+// wrap returns the FileHandle go-fuse gets for h.
+func (m *mountState) wrap(h *handle) fs.FileHandle {
+	if h.pt {
+		return ptHandle{h}
+	}
+	return h
+}
+
+// openBacking opens rel below the backing root without following symbolic
+// links out of it (openat2 RESOLVE_BENEATH), falling back to a plain open on
+// kernels without openat2.
+func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, error) {
+	flags |= unix.O_CLOEXEC
+	path := rel
+	if path == "" {
+		path = "."
+	}
+	fd, err := unix.Openat2(m.rootFd, path, &unix.OpenHow{
+		Flags:   uint64(flags),
+		Mode:    uint64(mode),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.ENOSYS {
+		fd, err = unix.Open(m.abs(rel), flags, mode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), m.abs(rel)), nil
+}
+
+// newHandle builds the handle of a just-opened file.
+func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t, ver provider.Version) *handle {
+	return &handle{
+		file: f, lf: fs.NewLoopbackFileFromOS(f), node: n, rel: rel, actor: a,
+		writable: writable, pt: n.m.cfg.Passthrough, last: *st, lastVer: ver,
+	}
+}
+
+// Open implements fs.NodeOpener: the read / write decision point. A bound
+// caller opening for writing needs a fresh observation; a bound caller
+// opening for reading records one at the version it opened.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	m := n.m
+	rel := n.rel()
+	writing := isWrite(flags)
+	switch m.access(rel) {
+	case overlay.Hidden:
+		return nil, 0, syscall.ENOENT
+	case overlay.ReadOnly:
+		if writing {
+			return nil, 0, syscall.EROFS
+		}
+	}
+	a := m.actor(ctx)
+	t := m.target(rel)
+	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL
+	var before backingStat
+	if writing {
+		var err error
+		if before, err = n.lstat(); err != nil {
+			return nil, 0, errnoOf(err)
+		}
+		v := m.version(&before.st)
+		if errno := m.checkChange(a, "open", t, &v); errno != 0 {
+			return nil, 0, errno
+		}
+	}
+	f, err := m.openBacking(rel, int(flags), 0)
+	if err != nil {
+		return nil, 0, errnoOf(err)
+	}
+	bs, err := fstat(int(f.Fd()))
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, errnoOf(err)
+	}
+	if !writing {
+		m.observe(a, t, policy.Present(m.version(&bs.st)))
+		return m.wrap(n.newHandle(f, rel, a, false, &bs.st, m.version(&bs.st))), 0, 0
+	}
+	// The record of a writable handle starts from the file as it was before
+	// the open, so a truncating open counts as a change.
+	return m.wrap(n.newHandle(f, rel, a, true, &before.st, m.version(&before.st))), 0, 0
+}
+
+// recordWrites records the changes made through a writable handle since its
+// last record. final is set at release.
+func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
+	if h == nil || !h.writable {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	bs, err := fstat(h.fd())
+	if err != nil {
+		m.log.Warn("stat written file", "path", h.rel, "err", err)
+		return
+	}
+	changed := h.dirty.Swap(false) || !sameContent(&bs.st, &h.last) || (final && h.pt && !h.recorded)
+	if !changed {
+		return
+	}
+	after := m.bump(&bs.st)
+	rel := h.rel
+	if h.node.linked() {
+		rel = h.node.rel()
+	}
+	m.record(ctx, h.actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
+	h.last, h.lastVer, h.recorded = bs.st, after, true
+}
+
+// noteSetattr tells a writable handle that a setattr through it was recorded
+// at version v, so its next record starts from there.
+func (h *handle) noteSetattr(st *unix.Stat_t, v provider.Version) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.last, h.lastVer, h.recorded = *st, v, true
+}
+
+// Read implements fs.NodeReader.
+func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
+	h := asHandle(f)
+	if h == nil {
+		return nil, syscall.EBADF
+	}
+	return h.lf.Read(ctx, dest, off)
+}
+
+// Write implements fs.NodeWriter (only without passthrough).
+func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h := asHandle(f)
+	if h == nil {
+		return 0, syscall.EBADF
+	}
+	w, errno := h.lf.Write(ctx, data, off)
+	if w > 0 {
+		h.dirty.Store(true)
+	}
+	return w, errno
+}
+
+// Writev implements fs.NodeWritever.
+func (n *node) Writev(ctx context.Context, f fs.FileHandle, data [][]byte, off int64) (uint32, syscall.Errno) {
+	h := asHandle(f)
+	if h == nil {
+		return 0, syscall.EBADF
+	}
+	w, errno := h.lf.Writev(ctx, data, off)
+	if w > 0 {
+		h.dirty.Store(true)
+	}
+	return w, errno
+}
+
+// Flush implements fs.NodeFlusher: close(2) of a descriptor records the
+// changes made through it.
+func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	h := asHandle(f)
+	if h == nil {
+		return 0
+	}
+	errno := h.lf.Flush(ctx)
+	n.m.recordWrites(ctx, h, false)
+	return errno
+}
+
+// Fsync implements fs.NodeFsyncer.
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	h := asHandle(f)
+	if h == nil {
+		if d, ok := f.(*dirHandle); ok {
+			return d.Fsyncdir(ctx, flags)
+		}
+		return 0
+	}
+	errno := h.lf.Fsync(ctx, flags)
+	n.m.recordWrites(ctx, h, false)
+	return errno
+}
+
+// Release implements fs.NodeReleaser: the last record of a handle, then the
+// backing descriptor is closed.
+func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	h := asHandle(f)
+	if h == nil {
+		if r, ok := f.(fs.FileReleaser); ok {
+			return r.Release(ctx)
+		}
+		return 0
+	}
+	n.m.recordWrites(ctx, h, true)
+	return h.lf.Release(ctx)
+}
+
+// Allocate implements fs.NodeAllocater (fallocate(2)).
+func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	h := asHandle(f)
+	if h == nil {
+		return syscall.EBADF
+	}
+	errno := h.lf.Allocate(ctx, off, size, mode)
+	if errno == 0 {
+		h.dirty.Store(true)
+	}
+	return errno
+}
+
+// Lseek implements fs.NodeLseeker (SEEK_DATA / SEEK_HOLE).
+func (n *node) Lseek(ctx context.Context, f fs.FileHandle, off uint64, whence uint32) (uint64, syscall.Errno) {
+	h := asHandle(f)
+	if h == nil {
+		return 0, syscall.EBADF
+	}
+	return h.lf.Lseek(ctx, off, whence)
+}
+
+// CopyFileRange implements fs.NodeCopyFileRanger: the copy happens between
+// the backing files, in the kernel.
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode,
+	fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	in, dst := asHandle(fhIn), asHandle(fhOut)
+	if in == nil || dst == nil {
+		return 0, syscall.EBADF
+	}
+	oi, oo := int64(offIn), int64(offOut)
+	c, err := unix.CopyFileRange(in.fd(), &oi, dst.fd(), &oo, int(length), int(flags))
+	if c > 0 {
+		dst.dirty.Store(true)
+	}
+	if err != nil {
+		return uint32(max(c, 0)), errnoOf(err)
+	}
+	return uint32(c), 0
+}

@@ -1,0 +1,228 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+// mountState is shared by every node of one mount.
+type mountState struct {
+	cfg     Config
+	log     *slog.Logger
+	root    string // canonical backing root, absolute
+	rootFd  int    // O_PATH descriptor of root, for openat2(RESOLVE_BENEATH)
+	rootDev uint64
+	asRoot  bool // the daemon runs as root: created files are chowned to the caller
+	gens    provider.Generations
+	closed  atomic.Bool
+}
+
+// rel helpers --------------------------------------------------------------
+
+// joinRel appends a name to a workspace-relative directory path.
+func joinRel(dir, name string) string {
+	if dir == "." || dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// abs is the absolute backing path of rel.
+func (m *mountState) abs(rel string) string {
+	if rel == "." || rel == "" {
+		return m.root
+	}
+	if strings.HasSuffix(m.root, "/") {
+		return m.root + rel
+	}
+	return m.root + "/" + rel
+}
+
+// access is the view's verdict on rel.
+func (m *mountState) access(rel string) overlay.Access { return m.cfg.View.Access(rel) }
+
+// target is the provider target of rel.
+func (m *mountState) target(rel string) provider.Target { return m.cfg.Local.TargetForRel(rel) }
+
+// version is the current version of a backing stat.
+func (m *mountState) version(st *unix.Stat_t) provider.Version {
+	return local.VersionOf(st, m.gens.Current(local.FileIDOf(st)))
+}
+
+// bump advances the generation of st's identity and returns the resulting
+// version: the version of a file right after a mutation.
+func (m *mountState) bump(st *unix.Stat_t) provider.Version {
+	return local.VersionOf(st, m.gens.Bump(local.FileIDOf(st)))
+}
+
+// callers -----------------------------------------------------------------
+
+// actor is who sent the request in ctx: pid and uid from the FUSE header,
+// and the session the pid is bound to, if any.
+func (m *mountState) actor(ctx context.Context) policy.Actor {
+	a := policy.Actor{Channel: policy.ChannelMount}
+	caller, ok := gofuse.FromContext(ctx)
+	if !ok || caller == nil {
+		return a
+	}
+	a.PID = int32(caller.Pid)
+	a.UID = caller.Uid
+	if caller.Pid != 0 && m.cfg.Bindings != nil {
+		if s, bound := m.cfg.Bindings.SessionOf(int(caller.Pid)); bound {
+			a.Session = s
+		}
+	}
+	return a
+}
+
+// owner is the uid/gid of the caller in ctx, for chowning created entries.
+func owner(ctx context.Context) (uid, gid int, ok bool) {
+	caller, found := gofuse.FromContext(ctx)
+	if !found || caller == nil {
+		return 0, 0, false
+	}
+	return int(caller.Uid), int(caller.Gid), true
+}
+
+// guards --------------------------------------------------------------------
+
+// errnoOfGuard maps a guard refusal to the errno a program sees:
+// unseen → EACCES, stale → ESTALE, observed absent → ENOENT.
+func errnoOfGuard(err error) syscall.Errno {
+	switch provider.CodeOf(err) {
+	case provider.CodeNotObserved, provider.CodePermissionDenied, provider.CodeSandboxDenied:
+		return syscall.EACCES
+	case provider.CodeStaleVersion:
+		return syscall.ESTALE
+	case provider.CodeNotFound:
+		return syscall.ENOENT
+	}
+	return syscall.EIO
+}
+
+// checkChange asks the policy whether a may change the existing target t
+// whose version is current (nil: absent now). Unbound actors always pass.
+func (m *mountState) checkChange(a policy.Actor, op string, t provider.Target, current *provider.Version) syscall.Errno {
+	if a.Session == "" {
+		return 0
+	}
+	err := m.cfg.Engine.CheckMount(a, t, current)
+	if err == nil {
+		return 0
+	}
+	errno := errnoOfGuard(err)
+	m.log.Info("mount write refused", "op", op, "path", t.DisplayPath, "session", a.Session,
+		"pid", a.PID, "code", provider.CodeOf(err), "errno", errno.Error(), "reason", provider.MessageOf(err))
+	return errno
+}
+
+// checkCreate asks the policy whether a may create t, absent now.
+func (m *mountState) checkCreate(a policy.Actor, op string, t provider.Target) syscall.Errno {
+	if a.Session == "" {
+		return 0
+	}
+	err := m.cfg.Engine.CheckMountCreate(a, t, nil)
+	if err == nil {
+		return 0
+	}
+	errno := errnoOfGuard(err)
+	m.log.Info("mount create refused", "op", op, "path", t.DisplayPath, "session", a.Session,
+		"pid", a.PID, "code", provider.CodeOf(err), "errno", errno.Error(), "reason", provider.MessageOf(err))
+	return errno
+}
+
+// observe records what a bound actor saw.
+func (m *mountState) observe(a policy.Actor, t provider.Target, obs policy.Observation) {
+	if a.Session == "" {
+		return
+	}
+	if err := m.cfg.Engine.ObserveMount(a, t, obs); err != nil {
+		m.log.Warn("record mount observation", "path", t.DisplayPath, "session", a.Session, "err", err)
+	}
+}
+
+// record reports a completed mutation (last writer, audit entry, the bound
+// session's new observation, observers). The mutation is on disk already,
+// so a failure is logged, never returned to the kernel. The request's
+// cancellation (an interrupt of the calling program) must not lose the
+// record, so it runs on a context that is never cancelled.
+func (m *mountState) record(ctx context.Context, a policy.Actor, op policy.MutationOp, t provider.Target, before, after provider.Version, to *provider.Target) {
+	a.PID = processOf(a.PID)
+	err := m.cfg.Engine.RecordMount(context.WithoutCancel(ctx), a, op, t, before, after, to)
+	if err != nil && !errors.Is(err, policy.ErrObserverFailed) {
+		m.log.Error("record mount mutation", "op", op, "path", t.DisplayPath, "err", err)
+	} else if err != nil {
+		m.log.Warn("mount mutation observer failed", "op", op, "path", t.DisplayPath, "err", err)
+	}
+	m.log.Debug("mount mutation", "op", op, "path", t.DisplayPath, "pid", a.PID, "session", a.Session,
+		"before", before, "after", after)
+}
+
+// chownToCaller gives a created entry to the calling user when the daemon
+// runs as root (otherwise every file created through the mount would belong
+// to root).
+func (m *mountState) chownToCaller(ctx context.Context, fd int, path string) {
+	if !m.asRoot {
+		return
+	}
+	uid, gid, ok := owner(ctx)
+	if !ok {
+		return
+	}
+	var err error
+	if fd >= 0 {
+		err = unix.Fchown(fd, uid, gid)
+	} else {
+		err = unix.Lchown(path, uid, gid)
+	}
+	if err != nil {
+		m.log.Warn("give created entry to its creator", "path", path, "uid", uid, "err", err)
+	}
+}
+
+// isWrite reports whether open flags can change the file.
+func isWrite(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+// euidIsRoot reports whether the daemon runs as root.
+func euidIsRoot() bool { return os.Geteuid() == 0 }
+
+// fileID is the storage identity of a backing stat.
+func fileID(st *unix.Stat_t) provider.FileID { return local.FileIDOf(st) }
+
+// processOf maps the thread id FUSE reports to the id of its process (the
+// thread group), so the audit log names the program, not one of its
+// threads. It returns tid itself when /proc does not say.
+func processOf(tid int32) int32 {
+	if tid <= 0 {
+		return tid
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(tid)) + "/status")
+	if err != nil {
+		return tid
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && pid > 0 {
+				return int32(pid)
+			}
+			break
+		}
+	}
+	return tid
+}

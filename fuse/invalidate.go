@@ -1,0 +1,150 @@
+package fuse
+
+import (
+	"context"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/dshmount/dshmount/policy"
+)
+
+// notifyWait bounds how long a socket mutation waits for the kernel to drop
+// its caches. The wait makes "edit over the socket, then cat on the mount"
+// show the new bytes; the bound keeps a kernel that holds a directory lock
+// (while a FUSE request in that directory waits on something the socket
+// request holds) from stalling the socket forever.
+const notifyWait = 2 * time.Second
+
+// invalidator drops the kernel's cached data, attributes and names for files
+// the control socket changed. Notifications are sent from its own goroutine,
+// never from a FUSE handler (which would deadlock on the kernel's inode
+// locks).
+type invalidator struct {
+	m    *mountState
+	root *fs.Inode
+	jobs chan invalJob
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// invalJob is one event to apply; done is closed when it was.
+type invalJob struct {
+	ev   policy.Event
+	done chan struct{}
+}
+
+// newInvalidator starts the notification goroutine.
+func newInvalidator(m *mountState, root *fs.Inode) *invalidator {
+	iv := &invalidator{m: m, root: root, jobs: make(chan invalJob, 256), stop: make(chan struct{})}
+	iv.wg.Add(1)
+	go iv.run()
+	return iv
+}
+
+// close stops the goroutine; pending jobs are dropped.
+func (iv *invalidator) close() {
+	close(iv.stop)
+	iv.wg.Wait()
+}
+
+// observe is the policy.Observer: socket mutations are invalidated, mount
+// mutations need nothing (the kernel saw them happen).
+func (iv *invalidator) observe(_ context.Context, ev policy.Event) error {
+	if ev.Actor.Channel == policy.ChannelMount || iv.m.closed.Load() {
+		return nil
+	}
+	j := invalJob{ev: ev, done: make(chan struct{})}
+	timer := time.NewTimer(notifyWait)
+	defer timer.Stop()
+	select {
+	case iv.jobs <- j:
+	case <-iv.stop:
+		return nil
+	case <-timer.C:
+		iv.m.log.Warn("kernel cache invalidation queue is full; the mount may show old data for up to the attribute timeout",
+			"path", ev.Target.DisplayPath)
+		return nil
+	}
+	select {
+	case <-j.done:
+	case <-iv.stop:
+	case <-timer.C:
+		iv.m.log.Warn("kernel cache invalidation is slow; continuing without waiting", "path", ev.Target.DisplayPath)
+	}
+	return nil
+}
+
+// run applies jobs until close.
+func (iv *invalidator) run() {
+	defer iv.wg.Done()
+	for {
+		select {
+		case <-iv.stop:
+			return
+		case j := <-iv.jobs:
+			iv.apply(j.ev)
+			close(j.done)
+		}
+	}
+}
+
+// apply invalidates what ev changed. Agent mutations publish atomically (a
+// new inode replaces the old under the name), so besides the old inode's
+// data and attributes the directory entry must go, or the kernel keeps
+// resolving the name to the old inode until the entry timeout.
+func (iv *invalidator) apply(ev policy.Event) {
+	removed := ev.Op == policy.OpDelete || ev.Op == policy.OpUnlink
+	iv.forget(ev.Target.DisplayPath, removed)
+	if ev.To != nil {
+		iv.forget(ev.To.DisplayPath, false)
+	}
+}
+
+// forget drops the kernel's view of one workspace-relative path.
+func (iv *invalidator) forget(rel string, removed bool) {
+	rel = strings.Trim(path.Clean("/"+rel), "/")
+	if rel == "" {
+		return
+	}
+	parent := iv.lookup(path.Dir(rel))
+	if parent == nil {
+		return // the kernel never looked up the directory: nothing cached
+	}
+	name := path.Base(rel)
+	child := parent.GetChild(name)
+	if child != nil {
+		if errno := child.NotifyContent(0, 0); errno != 0 {
+			iv.m.log.Debug("notify content", "path", rel, "errno", errno)
+		}
+	}
+	var errno syscall.Errno
+	if removed && child != nil {
+		errno = parent.NotifyDelete(name, child)
+	} else {
+		errno = parent.NotifyEntry(name)
+	}
+	if errno != 0 {
+		iv.m.log.Debug("notify entry", "path", rel, "errno", errno)
+	}
+}
+
+// lookup finds the known inode of a directory path ("." is the root), or
+// nil when go-fuse has no node for it.
+func (iv *invalidator) lookup(dir string) *fs.Inode {
+	cur := iv.root
+	if dir == "." || dir == "" {
+		return cur
+	}
+	for seg := range strings.SplitSeq(dir, "/") {
+		cur = cur.GetChild(seg)
+		if cur == nil {
+			return nil
+		}
+	}
+	return cur
+}

@@ -1,0 +1,349 @@
+package fuse
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Server is a live mount and the loop serving it. (The type cannot share
+// the name of the Mount function that creates it.)
+type Server struct {
+	mountpoint string
+	state      *mountState
+	server     *gofuse.Server
+	inval      *invalidator
+	served     chan struct{} // closed when the serve loop has exited
+
+	closeOnce sync.Once
+}
+
+// Mountpoint returns the absolute mountpoint.
+func (mt *Server) Mountpoint() string { return mt.mountpoint }
+
+// Mount mounts the view of cfg.Local at mountpoint and serves it in the
+// background. As root it calls mount(2) itself (no fusermount needed);
+// otherwise it relies on fusermount3. It returns once the kernel has
+// answered INIT, so the mount is usable when Mount returns.
+func Mount(mountpoint string, cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	mp, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	root := cfg.Local.Root()
+	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("mount: open workspace %s: %w", root, err)
+	}
+	rootStat, err := fstat(rootFd)
+	if err != nil {
+		_ = unix.Close(rootFd)
+		return nil, fmt.Errorf("mount: stat workspace %s: %w", root, err)
+	}
+	m := &mountState{
+		cfg:     cfg,
+		log:     cfg.Logger.With("mount", mp),
+		root:    root,
+		rootFd:  rootFd,
+		rootDev: rootStat.st.Dev,
+		asRoot:  euidIsRoot(),
+		gens:    cfg.Engine.Store(),
+	}
+	loopRoot := &fs.LoopbackRoot{Path: root, Dev: rootStat.st.Dev}
+	rootNode := m.newNode(loopRoot)
+	loopRoot.RootNode = rootNode
+	loopRoot.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
+		return m.newNode(r)
+	}
+
+	entry, attr := cfg.EntryTimeout, cfg.AttrTimeout
+	rootAttr := m.stableAttr(&rootStat)
+	opts := &fs.Options{
+		MountOptions: gofuse.MountOptions{
+			AllowOther: cfg.AllowOther,
+			// The kernel checks file modes against the caller: the daemon
+			// itself may run as root.
+			Options:              []string{"default_permissions"},
+			FsName:               root,
+			Name:                 "dshmount",
+			DirectMount:          m.asRoot,
+			Debug:                cfg.Debug,
+			Logger:               slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+			IgnoreSecurityLabels: true,
+			MaxBackground:        64,
+			PanicHandler:         m.panicHandler,
+		},
+		EntryTimeout:   &entry,
+		AttrTimeout:    &attr,
+		Logger:         slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		RootStableAttr: &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
+	}
+	server, err := gofuse.NewServer(fs.NewNodeFS(rootNode, opts), mp, &opts.MountOptions)
+	if err != nil {
+		_ = unix.Close(rootFd)
+		return nil, fmt.Errorf("mount %s at %s: %w", root, mp, err)
+	}
+	mt := &Server{mountpoint: mp, state: m, server: server, served: make(chan struct{})}
+	go func() {
+		defer close(mt.served)
+		server.Serve()
+	}()
+	if err := server.WaitMount(); err != nil {
+		_ = server.Unmount()
+		_ = unix.Close(rootFd)
+		return nil, fmt.Errorf("mount %s at %s: kernel did not answer: %w", root, mp, err)
+	}
+	mt.inval = newInvalidator(m, rootNode.EmbeddedInode())
+	cfg.Engine.AddObserver(mt.inval.observe)
+	m.log.Info("mounted", "source", root, "passthrough", cfg.Passthrough, "direct", m.asRoot,
+		"entry_timeout", entry, "attr_timeout", attr)
+	return mt, nil
+}
+
+// panicHandler turns a panic in a FUSE handler into EIO for that request
+// and a log entry, instead of a dead daemon and a hung mount.
+func (m *mountState) panicHandler(v any) gofuse.Status {
+	m.log.Error("panic in a FUSE handler; the request fails with EIO", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	return gofuse.EIO
+}
+
+// Wait blocks until the serve loop has exited (after Unmount, or when the
+// mount was removed from outside).
+func (mt *Server) Wait() { <-mt.served }
+
+// Unmount unmounts cleanly, retrying while the mount is busy (open files,
+// working directories) until ctx ends, then detaches it lazily (MNT_DETACH):
+// the name disappears at once and the kernel finishes when the last user
+// goes. It stops the cache invalidator and releases the backing root.
+func (mt *Server) Unmount(ctx context.Context) error {
+	defer mt.release()
+	m := mt.state
+	if mt.isServed() {
+		return nil
+	}
+	for {
+		err := mt.unmountOnce(false)
+		if err == nil {
+			mt.waitServed(5 * time.Second)
+			m.log.Info("unmounted")
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			if mt.isServed() {
+				return nil
+			}
+			m.log.Warn("unmount failed; detaching lazily", "err", err)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			m.log.Warn("mount still busy at the end of the grace period; detaching lazily")
+		case <-mt.served:
+			return nil
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if err := mt.unmountOnce(true); err != nil && !mt.isServed() {
+		return fmt.Errorf("unmount %s: %w", mt.mountpoint, err)
+	}
+	m.log.Info("detached; open files keep the old mount until they are closed")
+	return nil
+}
+
+// isServed reports whether the serve loop has exited.
+func (mt *Server) isServed() bool {
+	select {
+	case <-mt.served:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitServed waits a bounded time for the serve loop to exit.
+func (mt *Server) waitServed(d time.Duration) {
+	select {
+	case <-mt.served:
+	case <-time.After(d):
+	}
+}
+
+// unmountOnce tries one unmount of the mountpoint.
+func (mt *Server) unmountOnce(lazy bool) error {
+	return unmountPath(mt.mountpoint, lazy, mt.state.asRoot)
+}
+
+// release stops the invalidator and closes the backing root descriptor.
+func (mt *Server) release() {
+	mt.closeOnce.Do(func() {
+		mt.state.closed.Store(true)
+		if mt.inval != nil {
+			mt.inval.close()
+		}
+		_ = unix.Close(mt.state.rootFd)
+	})
+}
+
+// unmountPath unmounts mp with umount2(2) as root, or fusermount3 -u.
+func unmountPath(mp string, lazy, asRoot bool) error {
+	if asRoot {
+		flags := 0
+		if lazy {
+			flags = unix.MNT_DETACH
+		}
+		return unix.Unmount(mp, flags)
+	}
+	args := []string{"-u"}
+	if lazy {
+		args = append(args, "-z")
+	}
+	bin := "fusermount3"
+	if _, err := exec.LookPath(bin); err != nil {
+		bin = "fusermount"
+	}
+	out, err := exec.Command(bin, append(args, mp)...).CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if strings.Contains(msg, "busy") {
+			return fmt.Errorf("%s: %s: %w", bin, msg, unix.EBUSY)
+		}
+		return fmt.Errorf("%s %s: %s: %w", bin, strings.Join(args, " "), msg, err)
+	}
+	return nil
+}
+
+// Unmount unmounts the FUSE filesystem at mountpoint from outside the daemon
+// (dshmount unmount): a clean unmount, or with lazy a detach even when busy.
+func Unmount(mountpoint string, lazy bool) error {
+	mp, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", mountpoint, err)
+	}
+	if err := unmountPath(mp, false, euidIsRoot()); err != nil {
+		if !lazy || !errors.Is(err, unix.EBUSY) {
+			if errors.Is(err, unix.EBUSY) {
+				return fmt.Errorf("unmount %s: the mount is busy (open files or working directories); close them or use --lazy: %w", mp, err)
+			}
+			if errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("unmount %s: not a mount point: %w", mp, err)
+			}
+			return fmt.Errorf("unmount %s: %w", mp, err)
+		}
+		if err := unmountPath(mp, true, euidIsRoot()); err != nil {
+			return fmt.Errorf("unmount %s lazily: %w", mp, err)
+		}
+	}
+	return nil
+}
+
+// ErrMounted reports a mountpoint that already holds a live mount.
+var ErrMounted = errors.New("already a mount point")
+
+// CleanupStale prepares mountpoint for a new mount. A mount left by a
+// crashed daemon ("transport endpoint is not connected") is detached lazily;
+// a live mount is an error wrapping ErrMounted; anything else (a plain or a
+// missing directory) is left alone.
+func CleanupStale(mountpoint string) error {
+	mp, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return fmt.Errorf("check mountpoint %s: %w", mountpoint, err)
+	}
+	// statfs always reaches the filesystem; a stat could be answered from
+	// attributes the kernel cached before the daemon died.
+	var sfs unix.Statfs_t
+	err = unix.Statfs(mp, &sfs)
+	var st unix.Stat_t
+	if err == nil {
+		err = unix.Stat(mp, &st)
+	}
+	switch {
+	case errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED):
+		if err := unmountPath(mp, true, euidIsRoot()); err != nil {
+			return fmt.Errorf("%s holds a dead mount (transport endpoint is not connected) that could not be detached: %w", mp, err)
+		}
+		if err := unix.Stat(mp, &st); err != nil {
+			return fmt.Errorf("%s after detaching its dead mount: %w", mp, err)
+		}
+		return nil
+	case errors.Is(err, unix.ENOENT):
+		return nil // nothing mounted there; mounting will say what is missing
+	case err != nil:
+		return fmt.Errorf("check mountpoint %s: %w", mp, err)
+	}
+	mounted, err := isMountPoint(mp)
+	if err != nil {
+		return fmt.Errorf("check mountpoint %s: %w", mp, err)
+	}
+	if mounted {
+		return fmt.Errorf("%s: %w; unmount it first (dshmount unmount %s)", mp, ErrMounted, mp)
+	}
+	return nil
+}
+
+// isMountPoint reports whether mp is listed as a mount point in
+// /proc/self/mountinfo.
+func isMountPoint(mp string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mp {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMountinfo decodes the octal escapes (\040 for a space) of a
+// mountinfo path.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			var v byte
+			ok := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					ok = false
+					break
+				}
+				v = v*8 + byte(c-'0')
+			}
+			if ok {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,158 @@
+package fuse
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+// childEnv makes the test binary mount SRC at MNT and wait to be killed:
+// a daemon that crashes.
+const childEnv = "DSH_FUSE_TEST_CHILD_MOUNT"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		if err := runChildMount(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// runChildMount mounts and blocks; spec is "DIR" holding src/ and mnt/.
+func runChildMount(dir string) error {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := policy.Open(filepath.Join(dir, "state"), policy.DefaultOptions().WithLogger(quiet))
+	if err != nil {
+		return err
+	}
+	lfs, err := local.New(filepath.Join(dir, "src"), local.Options{Generations: store})
+	if err != nil {
+		return err
+	}
+	view, err := overlay.New(lfs, overlay.Rules{})
+	if err != nil {
+		return err
+	}
+	if _, err := Mount(filepath.Join(dir, "mnt"), Config{
+		Local: lfs, View: view, Engine: policy.NewEngine(store, view), Logger: quiet,
+	}); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+func TestCleanupStale_DetachesTheMountOfACrashedDaemon(t *testing.T) {
+	requireFuse(t)
+	dir := t.TempDir()
+	for _, d := range []string{"src", "mnt"} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "src", "a.txt"), []byte("a"), 0o644))
+	mnt := filepath.Join(dir, "mnt")
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+dir)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	_, err = os.Stat(filepath.Join(mnt, "a.txt"))
+	require.NoError(t, err, "the child serves the mount")
+
+	require.NoError(t, child.Process.Kill())
+	_ = child.Wait()
+	_, err = os.ReadDir(mnt)
+	require.ErrorIs(t, err, syscall.ENOTCONN, "a crashed daemon leaves a dead mount")
+
+	require.NoError(t, CleanupStale(mnt))
+	_, err = os.Stat(mnt)
+	require.NoError(t, err)
+	assert.False(t, isMounted(t, mnt))
+	_, err = os.Stat(filepath.Join(mnt, "a.txt"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "the bare mountpoint directory is back")
+}
+
+func TestCleanupStale_LiveMountIsAnErrorAndPlainDirIsFine(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	err := CleanupStale(e.mnt)
+	require.ErrorIs(t, err, ErrMounted)
+	assert.Contains(t, err.Error(), "dshmount unmount")
+	require.NoError(t, CleanupStale(t.TempDir()))
+	require.NoError(t, CleanupStale(filepath.Join(t.TempDir(), "missing")), "nothing to clean up")
+}
+
+func TestUnmount_BusyMountIsDetachedAfterTheGracePeriod(t *testing.T) {
+	requireFuse(t)
+	e := newEnv(t, envOptions{})
+	e.put("a.txt", "keep")
+	f, err := os.Open(e.m("a.txt"))
+	require.NoError(t, err)
+	defer f.Close()
+
+	require.ErrorIs(t, Unmount(e.mnt, false), syscall.EBUSY, "a clean unmount of a busy mount fails")
+	assert.True(t, isMounted(t, e.mnt))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, e.srv.Unmount(ctx))
+	assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond, "it waited for the grace period")
+	assert.False(t, isMounted(t, e.mnt), "the name is gone at once")
+
+	// The open file still reads; closing it lets the server finish.
+	buf := make([]byte, 4)
+	_, err = f.ReadAt(buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(buf))
+	require.NoError(t, f.Close())
+	done := make(chan struct{})
+	go func() { e.srv.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the serve loop did not end after the last file was closed")
+	}
+}
+
+func TestUnmount_IdleMountUnmountsCleanly(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	require.NoError(t, Unmount(e.mnt, false))
+	assert.False(t, isMounted(t, e.mnt))
+	e.srv.Wait()
+	require.NoError(t, e.srv.Unmount(context.Background()), "unmounting twice is harmless")
+}
+
+func TestMount_RefusesIncompleteConfig(t *testing.T) {
+	_, err := Mount(t.TempDir(), Config{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Config.Local is required")
+	assert.Contains(t, err.Error(), "Config.Engine is required")
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	assert.Equal(t, "/tmp/a b", unescapeMountinfo(`/tmp/a\040b`))
+	assert.Equal(t, `/tmp/x\09`, unescapeMountinfo(`/tmp/x\09`))
+	assert.Equal(t, "/plain", unescapeMountinfo("/plain"))
+}

@@ -1,0 +1,287 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// creatable checks that a new name may appear at rel: hidden names cannot
+// be created (EACCES: the name is outside the view), read-only ones neither
+// (EROFS).
+func (m *mountState) creatable(rel string) syscall.Errno {
+	switch m.access(rel) {
+	case overlay.Hidden:
+		return syscall.EACCES
+	case overlay.ReadOnly:
+		return syscall.EROFS
+	}
+	return 0
+}
+
+// changeable checks that the existing entry rel may change: hidden entries
+// do not exist (ENOENT), read-only ones cannot change (EROFS).
+func (m *mountState) changeable(rel string) syscall.Errno {
+	switch m.access(rel) {
+	case overlay.Hidden:
+		return syscall.ENOENT
+	case overlay.ReadOnly:
+		return syscall.EROFS
+	}
+	return 0
+}
+
+// Create implements fs.NodeCreater. A name that exists (open(O_CREAT)
+// without O_EXCL racing with its creation, or a file created out of band
+// since the kernel's lookup) is opened like Open for writing, with the same
+// guard; an absent name is created exclusively and recorded as a create.
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	m := n.m
+	rel := joinRel(n.rel(), name)
+	if errno := m.creatable(rel); errno != 0 {
+		return nil, nil, 0, errno
+	}
+	a := m.actor(ctx)
+	t := m.target(rel)
+	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC
+	writable := isWrite(flags)
+
+	existing, err := statAt(unix.AT_FDCWD, m.abs(rel), false)
+	switch {
+	case err == nil && flags&syscall.O_EXCL != 0:
+		return nil, nil, 0, syscall.EEXIST
+	case err == nil:
+		return n.createExisting(ctx, a, t, rel, flags, &existing, out)
+	case !errors.Is(err, unix.ENOENT):
+		return nil, nil, 0, errnoOf(err)
+	}
+
+	if errno := m.checkCreate(a, "create", t); errno != 0 {
+		return nil, nil, 0, errno
+	}
+	f, err := m.openBacking(rel, int(flags)|syscall.O_CREAT|syscall.O_EXCL, mode&07777)
+	if errors.Is(err, unix.EEXIST) && flags&syscall.O_EXCL == 0 {
+		if existing, err = statAt(unix.AT_FDCWD, m.abs(rel), false); err == nil {
+			return n.createExisting(ctx, a, t, rel, flags, &existing, out)
+		}
+	}
+	if err != nil {
+		return nil, nil, 0, errnoOf(err)
+	}
+	fd := int(f.Fd())
+	m.chownToCaller(ctx, fd, m.abs(rel))
+	// The kernel has applied the caller's umask already; the daemon's own
+	// umask must not apply a second time.
+	if err := unix.Fchmod(fd, mode&07777); err != nil {
+		m.log.Warn("set mode of created file", "path", rel, "err", err)
+	}
+	bs, err := fstat(fd)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, 0, errnoOf(err)
+	}
+	after := m.bump(&bs.st)
+	m.record(ctx, a, policy.OpCreate, t, "", after, nil)
+
+	fillAttr(&out.Attr, &bs.st)
+	h := n.newHandle(f, rel, a, writable, &bs.st, after)
+	h.recorded = true // the create is recorded; later writes change the stat
+	return n.newChild(ctx, &bs), m.wrap(h), 0, 0
+}
+
+// createExisting serves a CREATE whose name exists: an open for writing.
+func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Target, rel string, flags uint32,
+	existing *backingStat, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	m := n.m
+	if existing.st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return nil, nil, 0, syscall.EISDIR
+	}
+	v := m.version(&existing.st)
+	if isWrite(flags) {
+		if errno := m.checkChange(a, "open", t, &v); errno != 0 {
+			return nil, nil, 0, errno
+		}
+	}
+	f, err := m.openBacking(rel, int(flags&^(syscall.O_CREAT|syscall.O_EXCL)), 0)
+	if err != nil {
+		return nil, nil, 0, errnoOf(err)
+	}
+	bs, err := fstat(int(f.Fd()))
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, 0, errnoOf(err)
+	}
+	fillAttr(&out.Attr, &bs.st)
+	h := n.newHandle(f, rel, a, isWrite(flags), &existing.st, v)
+	if !h.writable {
+		m.observe(a, t, policy.Present(m.version(&bs.st)))
+	}
+	return n.newChild(ctx, &bs), m.wrap(h), 0, 0
+}
+
+// finishCreate stats a just-created entry, records it and returns its inode.
+func (n *node) finishCreate(ctx context.Context, a policy.Actor, rel string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	bs, err := statAt(unix.AT_FDCWD, m.abs(rel), false)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	after := m.bump(&bs.st)
+	m.record(ctx, a, policy.OpCreate, m.target(rel), "", after, nil)
+	fillAttr(&out.Attr, &bs.st)
+	return n.newChild(ctx, &bs), 0
+}
+
+// Mkdir implements fs.NodeMkdirer.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	rel := joinRel(n.rel(), name)
+	if errno := m.creatable(rel); errno != 0 {
+		return nil, errno
+	}
+	a := m.actor(ctx)
+	p := m.abs(rel)
+	if err := unix.Mkdir(p, mode&07777); err != nil {
+		return nil, errnoOf(err)
+	}
+	m.chownToCaller(ctx, -1, p)
+	if err := unix.Chmod(p, mode&07777); err != nil {
+		m.log.Warn("set mode of created directory", "path", rel, "err", err)
+	}
+	return n.finishCreate(ctx, a, rel, out)
+}
+
+// Mknod implements fs.NodeMknoder (FIFOs, sockets, device nodes).
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, rdev uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	rel := joinRel(n.rel(), name)
+	if errno := m.creatable(rel); errno != 0 {
+		return nil, errno
+	}
+	a := m.actor(ctx)
+	t := m.target(rel)
+	if errno := m.checkCreate(a, "mknod", t); errno != 0 {
+		return nil, errno
+	}
+	p := m.abs(rel)
+	if err := unix.Mknod(p, mode, int(rdev)); err != nil {
+		return nil, errnoOf(err)
+	}
+	m.chownToCaller(ctx, -1, p)
+	return n.finishCreate(ctx, a, rel, out)
+}
+
+// Symlink implements fs.NodeSymlinker.
+func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	rel := joinRel(n.rel(), name)
+	if errno := m.creatable(rel); errno != 0 {
+		return nil, errno
+	}
+	a := m.actor(ctx)
+	if errno := m.checkCreate(a, "symlink", m.target(rel)); errno != 0 {
+		return nil, errno
+	}
+	p := m.abs(rel)
+	if err := unix.Symlink(target, p); err != nil {
+		return nil, errnoOf(err)
+	}
+	m.chownToCaller(ctx, -1, p)
+	return n.finishCreate(ctx, a, rel, out)
+}
+
+// Link implements fs.NodeLinker. The new name shares the file's identity,
+// so both names get the new version; a bound caller observes both.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	m := n.m
+	src, ok := target.(*node)
+	if !ok || !src.linked() {
+		return nil, syscall.EXDEV
+	}
+	rel := joinRel(n.rel(), name)
+	if errno := m.creatable(rel); errno != 0 {
+		return nil, errno
+	}
+	srcRel := src.rel()
+	switch m.access(srcRel) {
+	case overlay.Hidden:
+		return nil, syscall.ENOENT
+	case overlay.ReadOnly:
+		// A second name outside the rule would make the file writable.
+		return nil, syscall.EROFS
+	}
+	a := m.actor(ctx)
+	t := m.target(rel)
+	if errno := m.checkCreate(a, "link", t); errno != 0 {
+		return nil, errno
+	}
+	if err := unix.Linkat(unix.AT_FDCWD, m.abs(srcRel), unix.AT_FDCWD, m.abs(rel), 0); err != nil {
+		return nil, errnoOf(err)
+	}
+	bs, err := statAt(unix.AT_FDCWD, m.abs(rel), false)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	after := m.bump(&bs.st)
+	m.record(ctx, a, policy.OpLink, t, "", after, nil)
+	m.observe(a, m.target(srcRel), policy.Present(after))
+	fillAttr(&out.Attr, &bs.st)
+	return n.newChild(ctx, &bs), 0
+}
+
+// Unlink implements fs.NodeUnlinker. A bound caller needs a fresh
+// observation of what it removes.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	m := n.m
+	rel := joinRel(n.rel(), name)
+	if errno := m.changeable(rel); errno != 0 {
+		return errno
+	}
+	a := m.actor(ctx)
+	t := m.target(rel)
+	p := m.abs(rel)
+	bs, err := statAt(unix.AT_FDCWD, p, false)
+	if err != nil {
+		return errnoOf(err)
+	}
+	before := m.version(&bs.st)
+	if errno := m.checkChange(a, "unlink", t, &before); errno != 0 {
+		return errno
+	}
+	if err := unix.Unlink(p); err != nil {
+		return errnoOf(err)
+	}
+	// Other hard links of the identity change version too.
+	m.gens.Bump(fileID(&bs.st))
+	m.record(ctx, a, policy.OpUnlink, t, before, "", nil)
+	return 0
+}
+
+// Rmdir implements fs.NodeRmdirer.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	m := n.m
+	rel := joinRel(n.rel(), name)
+	if errno := m.changeable(rel); errno != 0 {
+		return errno
+	}
+	a := m.actor(ctx)
+	p := m.abs(rel)
+	bs, err := statAt(unix.AT_FDCWD, p, false)
+	if err != nil {
+		return errnoOf(err)
+	}
+	before := m.version(&bs.st)
+	if err := unix.Rmdir(p); err != nil {
+		return errnoOf(err)
+	}
+	m.record(ctx, a, policy.OpUnlink, m.target(rel), before, "", nil)
+	return 0
+}

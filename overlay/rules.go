@@ -1,0 +1,228 @@
+package overlay
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Rules are the path rules of a workspace view. Each entry is a glob on
+// workspace-relative slash paths:
+//
+//   - A pattern without a slash ("*.key", ".git") matches a name at any
+//     depth, as in .gitignore.
+//   - A pattern with a slash ("build/out", "/vendor") is anchored at the
+//     workspace root; a leading slash is optional and a trailing slash is
+//     ignored.
+//   - Each segment is a path.Match pattern ("*", "?", "[a-z]", "\\*"), and a
+//     segment that is exactly "**" matches any number of segments,
+//     including none.
+//   - A pattern that matches a directory matches everything below it.
+//
+// Hidden paths do not exist in the view; read-only paths can be read but not
+// changed. Hide wins over ReadOnly.
+type Rules struct {
+	Hide     []string // paths that do not exist in the view
+	ReadOnly []string // paths that can be read but not changed
+}
+
+// Access is what the view allows on one path.
+type Access int
+
+// Access levels, from most to least permissive.
+const (
+	Visible  Access = iota // readable and writable
+	ReadOnly               // readable, every mutation refused
+	Hidden                 // does not exist in the view
+)
+
+// String names the access level.
+func (a Access) String() string {
+	switch a {
+	case Visible:
+		return "visible"
+	case ReadOnly:
+		return "read-only"
+	case Hidden:
+		return "hidden"
+	default:
+		return fmt.Sprintf("Access(%d)", int(a))
+	}
+}
+
+// glob is one compiled pattern.
+type glob struct {
+	source   string   // the pattern as the user wrote it
+	segments []string // path.Match segments, "**" for any number of segments
+	anchored bool     // written with a slash: matches from the root only
+}
+
+// compileGlob validates and splits a pattern.
+func compileGlob(pattern string) (glob, error) {
+	p := strings.TrimSpace(pattern)
+	if p == "" {
+		return glob{}, fmt.Errorf("empty pattern %q", pattern)
+	}
+	anchored := strings.Contains(strings.TrimSuffix(p, "/"), "/")
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return glob{}, fmt.Errorf("pattern %q matches the workspace root; hide or protect paths inside it instead", pattern)
+	}
+	segs := strings.Split(p, "/")
+	for _, s := range segs {
+		switch s {
+		case "":
+			return glob{}, fmt.Errorf("pattern %q has an empty path segment", pattern)
+		case ".", "..":
+			return glob{}, fmt.Errorf("pattern %q has a %q segment; use workspace-relative paths", pattern, s)
+		case "**":
+			continue
+		}
+		if _, err := path.Match(s, ""); err != nil {
+			return glob{}, fmt.Errorf("pattern %q: bad segment %q: %w", pattern, s, err)
+		}
+	}
+	if !anchored {
+		segs = append([]string{"**"}, segs...)
+	}
+	return glob{source: pattern, segments: segs, anchored: anchored}, nil
+}
+
+// matchesPrefix reports whether the glob matches the path given by segs or
+// any of its parent directories.
+func (g glob) matchesPrefix(segs []string) bool {
+	for n := 1; n <= len(segs); n++ {
+		if matchSegments(g.segments, segs[:n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchSegments matches pattern segments against path segments exactly.
+func matchSegments(pat, segs []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			rest := pat[1:]
+			for i := 0; i <= len(segs); i++ {
+				if matchSegments(rest, segs[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(segs) == 0 {
+			return false
+		}
+		ok, err := path.Match(pat[0], segs[0])
+		if err != nil || !ok {
+			return false
+		}
+		pat, segs = pat[1:], segs[1:]
+	}
+	return len(segs) == 0
+}
+
+// splitRel turns a workspace-relative path into its segments; the root
+// ("", ".", "/") has none.
+func splitRel(rel string) []string {
+	rel = path.Clean("/" + strings.ReplaceAll(rel, "\\", "/"))
+	rel = strings.TrimPrefix(rel, "/")
+	if rel == "" {
+		return nil
+	}
+	return strings.Split(rel, "/")
+}
+
+// ruleSet is the compiled form of Rules.
+type ruleSet struct {
+	hide     []glob
+	readOnly []glob
+}
+
+// compileRules validates every pattern of r.
+func compileRules(r Rules) (ruleSet, error) {
+	var rs ruleSet
+	for _, p := range r.Hide {
+		g, err := compileGlob(p)
+		if err != nil {
+			return ruleSet{}, fmt.Errorf("--hide: %w", err)
+		}
+		rs.hide = append(rs.hide, g)
+	}
+	for _, p := range r.ReadOnly {
+		g, err := compileGlob(p)
+		if err != nil {
+			return ruleSet{}, fmt.Errorf("--read-only: %w", err)
+		}
+		rs.readOnly = append(rs.readOnly, g)
+	}
+	return rs, nil
+}
+
+// classify returns the access of rel and the pattern that decided it ("" for
+// Visible).
+func (rs ruleSet) classify(rel string) (Access, string) {
+	segs := splitRel(rel)
+	if len(segs) == 0 {
+		return Visible, ""
+	}
+	for _, g := range rs.hide {
+		if g.matchesPrefix(segs) {
+			return Hidden, g.source
+		}
+	}
+	for _, g := range rs.readOnly {
+		if g.matchesPrefix(segs) {
+			return ReadOnly, g.source
+		}
+	}
+	return Visible, ""
+}
+
+// mayMatchBelow reports whether the glob can match a path strictly below
+// the directory segs. Unanchored globs match names at any depth, so they
+// keep matching wherever the directory is moved; only anchored ones can be
+// escaped by moving an ancestor.
+func (g glob) mayMatchBelow(segs []string) bool {
+	if !g.anchored {
+		return false
+	}
+	return prefixCanMatch(g.segments, segs)
+}
+
+// prefixCanMatch reports whether pattern segments can match some path that
+// has segs as a proper prefix.
+func prefixCanMatch(pat, segs []string) bool {
+	for len(segs) > 0 {
+		if len(pat) == 0 {
+			return false
+		}
+		if pat[0] == "**" {
+			return true
+		}
+		ok, err := path.Match(pat[0], segs[0])
+		if err != nil || !ok {
+			return false
+		}
+		pat, segs = pat[1:], segs[1:]
+	}
+	return len(pat) > 0
+}
+
+// guardsBelow returns the strongest access of the anchored rules that
+// could match below the directory rel, and the pattern.
+func (rs ruleSet) guardsBelow(rel string) (Access, string) {
+	segs := splitRel(rel)
+	for _, g := range rs.hide {
+		if g.mayMatchBelow(segs) {
+			return Hidden, g.source
+		}
+	}
+	for _, g := range rs.readOnly {
+		if g.mayMatchBelow(segs) {
+			return ReadOnly, g.source
+		}
+	}
+	return Visible, ""
+}
