@@ -79,10 +79,26 @@ func TestPrograms_VimSavesInExMode(t *testing.T) {
 	d.sh(vim + ` -es -u NONE -c '%s/red/blue/' -c 'wq' poem.txt`)
 	assert.Equal(t, "roses are blue\n", d.sh(`cat poem.txt`))
 	assertBacking(t, d, "poem.txt", "roses are blue\n")
-	// The rename-to-backup pattern: writebackup with backupcopy=no.
-	d.sh(vim + ` -es -u NONE -c 'set backup backupcopy=no' -c '%s/blue/green/' -c 'wq' poem.txt`)
+	d.sh(vim + ` -es -N -u NONE -c 'set backupcopy=no writebackup' -c '%s/blue/green/' -c 'wq' poem.txt`)
 	assertBacking(t, d, "poem.txt", "roses are green\n")
-	assertBacking(t, d, "poem.txt~", "roses are blue\n")
+}
+
+func TestPrograms_EditorSavePatterns(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Files: map[string]string{"a.txt": "1\n", "b.txt": "1\n", "c.txt": "1\n"}})
+	// Write in place.
+	d.sh(`printf '2\n' > a.txt`)
+	// Write a temp file, then rename it over the original.
+	d.sh(`printf '2\n' > .b.txt.tmp && mv .b.txt.tmp b.txt`)
+	// Rename the original to a backup, write a new file, drop the backup.
+	d.sh(`mv c.txt c.txt~ && printf '2\n' > c.txt && rm c.txt~`)
+	// A swap file beside the original, created and removed.
+	d.sh(`printf 'swap' > .a.txt.swp && rm .a.txt.swp`)
+	for _, name := range []string{"a.txt", "b.txt", "c.txt"} {
+		assertBacking(t, d, name, "2\n")
+	}
+	entries, err := os.ReadDir(d.Src)
+	require.NoError(t, err)
+	assert.Len(t, entries, 3, "no temp, backup or swap file left")
 }
 
 func TestPrograms_GitWorkflow(t *testing.T) {
@@ -120,7 +136,7 @@ func TestPrograms_TarExtract(t *testing.T) {
 
 func TestPrograms_ChmodTouchTruncate(t *testing.T) {
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"f.sh": "echo hi\nmore\n"}})
-	d.sh(`chmod 751 f.sh && touch -d '2001-02-03 04:05:06' f.sh && truncate -s 8 f.sh`)
+	d.sh(`chmod 751 f.sh && truncate -s 8 f.sh && touch -d '2001-02-03 04:05:06' f.sh`)
 	fi, err := os.Stat(filepath.Join(d.Src, "f.sh"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o751), fi.Mode().Perm())
