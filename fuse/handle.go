@@ -129,6 +129,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL
 	var before backingStat
 	if writing {
+		unlock, errno := m.lock(ctx, t)
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		defer unlock()
 		var err error
 		if before, err = n.lstat(); err != nil {
 			return nil, 0, errnoOf(err)
@@ -151,9 +156,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		m.observe(a, t, policy.Present(m.version(&bs.st)))
 		return m.wrap(n.newHandle(f, rel, a, false, &bs.st, m.version(&bs.st))), 0, 0
 	}
-	// The record of a writable handle starts from the file as it was before
-	// the open, so a truncating open counts as a change.
-	return m.wrap(n.newHandle(f, rel, a, true, &before.st, m.version(&before.st))), 0, 0
+	// Admitting a writer changes the version at once, still under the lock:
+	// a socket mutation prepared against the version before this open is
+	// now stale, so the two can never both succeed on one version. The
+	// record of the handle starts from the file as it was before the open,
+	// so a truncating open counts as a change.
+	pre := m.version(&before.st)
+	m.observe(a, t, policy.Present(m.bump(&before.st))) // the writer knows the version it caused
+	return m.wrap(n.newHandle(f, rel, a, true, &before.st, pre)), 0, 0
 }
 
 // recordWrites records the changes made through a writable handle since its
@@ -169,7 +179,12 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 		m.log.Warn("stat written file", "path", h.rel, "err", err)
 		return
 	}
-	changed := h.dirty.Swap(false) || !sameContent(&bs.st, &h.last) || (final && h.pt && !h.recorded)
+	// Without passthrough every write arrives here as a WRITE request and
+	// sets dirty; a stat difference alone is then someone else's change
+	// (out of band) and must not be credited to this handle's writer. With
+	// passthrough the kernel writes the backing file directly, so the stat
+	// is the only evidence.
+	changed := h.dirty.Swap(false) || (h.pt && !sameContent(&bs.st, &h.last)) || (final && h.pt && !h.recorded)
 	if !changed {
 		return
 	}

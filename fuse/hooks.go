@@ -226,3 +226,18 @@ func processOf(tid int32) int32 {
 	}
 	return tid
 }
+
+// lock takes the provider's per-target mutation locks of ts for the span of
+// a check-then-change sequence (see local.FS.Lock). A cancelled wait is
+// EINTR, as for any interrupted blocking call.
+func (m *mountState) lock(ctx context.Context, ts ...provider.Target) (func(), syscall.Errno) {
+	keys := make([]provider.Key, len(ts))
+	for i, t := range ts {
+		keys[i] = t.Key
+	}
+	unlock, err := m.cfg.Local.Lock(ctx, keys...)
+	if err != nil {
+		return nil, syscall.EINTR
+	}
+	return unlock, 0
+}

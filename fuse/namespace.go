@@ -104,11 +104,22 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 	if existing.st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		return nil, nil, 0, syscall.EISDIR
 	}
+	if isWrite(flags) {
+		unlock, errno := m.lock(ctx, t)
+		if errno != 0 {
+			return nil, nil, 0, errno
+		}
+		defer unlock()
+		if st, err := statAt(unix.AT_FDCWD, m.abs(rel), false); err == nil {
+			existing = &st
+		}
+	}
 	v := m.version(&existing.st)
 	if isWrite(flags) {
 		if errno := m.checkChange(a, "open", t, &v); errno != 0 {
 			return nil, nil, 0, errno
 		}
+		m.observe(a, t, policy.Present(m.bump(&existing.st))) // admitted: see Open
 	}
 	f, err := m.openBacking(rel, int(flags&^(syscall.O_CREAT|syscall.O_EXCL)), 0)
 	if err != nil {
@@ -248,6 +259,11 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	a := m.actor(ctx)
 	t := m.target(rel)
 	p := m.abs(rel)
+	unlock, errno := m.lock(ctx, t)
+	if errno != 0 {
+		return errno
+	}
+	defer unlock()
 	bs, err := statAt(unix.AT_FDCWD, p, false)
 	if err != nil {
 		return errnoOf(err)

@@ -46,6 +46,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	a := m.actor(ctx)
 	srcT, dstT := m.target(srcRel), m.target(dstRel)
 	srcAbs, dstAbs := m.abs(srcRel), m.abs(dstRel)
+	unlock, errno := m.lock(ctx, srcT, dstT)
+	if errno != 0 {
+		return errno
+	}
+	defer unlock()
 	src, err := statAt(unix.AT_FDCWD, srcAbs, false)
 	if err != nil {
 		return errnoOf(err)

@@ -37,6 +37,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		a = h.actor
 	}
 
+	unlock, lockErr := m.lock(ctx, m.target(rel))
+	if lockErr != 0 {
+		return lockErr
+	}
+	defer unlock()
 	var before backingStat
 	var err error
 	if h != nil {

@@ -93,3 +93,21 @@ func (lt *lockTable) size() int {
 	defer lt.mu.Unlock()
 	return len(lt.entries)
 }
+
+// Lock takes the per-target mutation locks of keys (in canonical order), the
+// same locks every mutation of this FS holds from its guard check to its
+// publication. The FUSE layer holds them around its own check-then-change
+// sequences so a mount write and a socket mutation of one file serialise
+// and a guard is never checked against a version that changes before the
+// change lands. keys must be distinct. It returns the release function, or
+// ctx's error when ctx ends first.
+func (fs *FS) Lock(ctx context.Context, keys ...provider.Key) (func(), error) {
+	if len(keys) == 2 && keys[0] == keys[1] {
+		keys = keys[:1]
+	}
+	unlock, err := fs.locks.lock(ctx, keys...)
+	if err != nil {
+		return nil, provider.NewError(provider.CodeAborted, "lock", "", err, "cancelled while waiting for the file's lock")
+	}
+	return unlock, nil
+}
