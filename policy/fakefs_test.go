@@ -45,12 +45,6 @@ func (f *fakeFS) put(t provider.Target, content string) provider.Version {
 	return f.publish(t, content)
 }
 
-func (f *fakeFS) remove(t provider.Target) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.files, t.Key)
-}
-
 func (f *fakeFS) content(t provider.Target) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

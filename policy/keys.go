@@ -46,14 +46,6 @@ func generationKey(id provider.FileID) []byte {
 	return binary.BigEndian.AppendUint64(b, id.Ino)
 }
 
-func fileIDFromKey(k []byte) (provider.FileID, error) {
-	if len(k) != len(prefixGeneration)+16 {
-		return provider.FileID{}, fmt.Errorf("generation key of %d bytes", len(k))
-	}
-	k = k[len(prefixGeneration):]
-	return provider.FileID{Dev: binary.BigEndian.Uint64(k[:8]), Ino: binary.BigEndian.Uint64(k[8:])}, nil
-}
-
 func lastWriteKey(key provider.Key) []byte { return []byte(prefixLastWrite + string(key)) }
 
 func auditKey(seq uint64) []byte {
