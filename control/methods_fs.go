@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -15,11 +16,7 @@ func (s *Server) stat(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err := decodeParams(MethodStat, params, &p); err != nil {
 		return nil, err
 	}
-	a, err := c.actorFor(p.Session)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +95,7 @@ func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any
 		}
 		maxBytes = *p.MaxBytes
 	}
-	a, err := c.actorFor(p.Session)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -127,11 +120,7 @@ func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.actorFor(p.Session)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -160,11 +149,7 @@ func (s *Server) edit(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.actorFor(p.Session)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -185,11 +170,7 @@ func (s *Server) delete(ctx context.Context, c *conn, params json.RawMessage) (a
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.actorFor(p.Session)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -254,4 +235,17 @@ func pickTarget(err error, ts ...provider.Target) provider.Target {
 		}
 	}
 	return ts[0]
+}
+
+// subject resolves the actor and the target of a request about one path.
+func (s *Server) subject(ctx context.Context, c *conn, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
+	a, err := c.actorFor(session)
+	if err != nil {
+		return policy.Actor{}, provider.Target{}, err
+	}
+	t, err := s.resolve(ctx, "path", path, cwd)
+	if err != nil {
+		return policy.Actor{}, provider.Target{}, err
+	}
+	return a, t, nil
 }
