@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -174,7 +175,8 @@ func (m *mountState) record(ctx context.Context, a policy.Actor, op policy.Mutat
 
 // chownToCaller gives a created entry to the calling user when the daemon
 // runs as root (otherwise every file created through the mount would belong
-// to root).
+// to root). In a set-group-ID directory the entry keeps the group it
+// inherited from the directory, as on the disk.
 func (m *mountState) chownToCaller(ctx context.Context, fd int, path string) {
 	if !m.asRoot {
 		return
@@ -182,6 +184,9 @@ func (m *mountState) chownToCaller(ctx context.Context, fd int, path string) {
 	uid, gid, ok := owner(ctx)
 	if !ok {
 		return
+	}
+	if parentSetgid(path) {
+		gid = -1
 	}
 	var err error
 	if fd >= 0 {
@@ -192,6 +197,17 @@ func (m *mountState) chownToCaller(ctx context.Context, fd int, path string) {
 	if err != nil {
 		m.log.Warn("give created entry to its creator", "path", path, "uid", uid, "err", err)
 	}
+}
+
+// parentSetgid reports whether the directory holding path has the
+// set-group-ID bit, so new entries inherit its group (and new directories
+// the bit itself).
+func parentSetgid(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Dir(path), &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_ISGID != 0
 }
 
 // isWrite reports whether open flags can change the file.

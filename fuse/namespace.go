@@ -164,7 +164,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errnoOf(err)
 	}
 	m.chownToCaller(ctx, -1, p)
-	if err := unix.Chmod(p, mode&07777); err != nil {
+	dirMode := mode & 07777
+	if parentSetgid(p) {
+		dirMode |= unix.S_ISGID // inherited, as mkdir(2) does on the disk
+	}
+	if err := unix.Chmod(p, dirMode); err != nil {
 		m.log.Warn("set mode of created directory", "path", rel, "err", err)
 	}
 	return n.finishCreate(ctx, a, rel, out)
