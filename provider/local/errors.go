@@ -71,6 +71,9 @@ func ioFailure(op, disp string, err error) *provider.Error {
 	case unix.EDQUOT:
 		return provider.NewError(provider.CodeIOError, op, disp, err,
 			"disk quota exceeded; free some space and retry")
+	case unix.ENAMETOOLONG:
+		return provider.NewError(provider.CodeInvalidArgument, op, disp, err,
+			"the path or one of its names is too long for the host file system (names ≤ 255 bytes, paths ≤ 4095); shorten it")
 	case unix.ELOOP:
 		return provider.NewError(provider.CodeIOError, op, disp, err,
 			"too many levels of symbolic links; fix the link cycle")

@@ -193,9 +193,14 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 			continue
 		}
 		next := append(cur[:len(cur):len(cur)], c)
-		abs := joinAbs(fs.root, strings.Join(next, "/"))
+		// Relative to the root descriptor, never as an absolute string: the
+		// workspace may sit so deep that root+path exceeds PATH_MAX while
+		// the path inside it does not. No component here is a symlink
+		// (they were expanded), so the lookup stays below the root.
+		rel := strings.Join(next, "/")
+		abs := joinAbs(fs.root, rel)
 		var st unix.Stat_t
-		err := retryEINTR0(func() error { return unix.Lstat(abs, &st) })
+		err := retryEINTR0(func() error { return unix.Fstatat(fs.rootFD, rel, &st, unix.AT_SYMLINK_NOFOLLOW) })
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			cur = next
@@ -216,7 +221,7 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 		if links > maxSymlinks {
 			return "", ioFailure(op, disp, pathErr("resolve", abs, unix.ELOOP))
 		}
-		target, err := readlink(abs)
+		target, err := readlinkAt(fs.rootFD, rel)
 		if err != nil {
 			return "", ioFailure(op, disp, pathErr("readlink", abs, err))
 		}
@@ -239,11 +244,11 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 	return strings.Join(cur, "/"), nil
 }
 
-// readlink returns the target of the symbolic link at abs.
-func readlink(abs string) (string, error) {
+// readlinkAt returns the target of the symbolic link at rel below dirFD.
+func readlinkAt(dirFD int, rel string) (string, error) {
 	buf := make([]byte, 256)
 	for {
-		n, err := retryEINTR(func() (int, error) { return unix.Readlink(abs, buf) })
+		n, err := retryEINTR(func() (int, error) { return unix.Readlinkat(dirFD, rel, buf) })
 		if err != nil {
 			return "", err
 		}
