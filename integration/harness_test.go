@@ -168,10 +168,16 @@ func (d *daemon) stop() {
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-d.exited:
+	case err := <-d.exited:
+		d.exited <- err // stop may run again (a test's own call, then the cleanup)
 	case <-time.After(20 * time.Second):
 		_ = d.cmd.Process.Kill()
-		<-d.exited
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+		case <-time.After(10 * time.Second):
+			d.t.Errorf("dshmount serve (pid %d) did not die after SIGKILL", d.cmd.Process.Pid)
+		}
 		_ = syscall.Unmount(d.Mnt, syscall.MNT_DETACH)
 		d.t.Errorf("dshmount serve did not exit 20s after SIGTERM\n%s", d.log())
 	}
@@ -188,8 +194,12 @@ func (d *daemon) kill9() {
 		d.Client = nil
 	}
 	_ = d.cmd.Process.Kill()
-	err := <-d.exited
-	d.exited <- err
+	select {
+	case err := <-d.exited:
+		d.exited <- err
+	case <-time.After(15 * time.Second):
+		d.t.Errorf("dshmount serve (pid %d) did not die 15s after SIGKILL", d.cmd.Process.Pid)
+	}
 }
 
 // dirs returns the daemon's directories for a restart.
