@@ -5,7 +5,7 @@ PKGS      := ./...
 FUZZTIME  ?= 60s
 export PATH := $(PATH):/usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin
 
-.PHONY: all build test test-race test-short bench fuzz lint demo clean
+.PHONY: all build test test-race test-short bench bench-go fuzz lint demo clean
 
 all: build
 
@@ -24,8 +24,14 @@ test-race: test
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
 
-## bench: Go benchmarks of every package (ns/op, allocs)
-bench:
+## bench: native disk vs plain go-fuse loopback vs dshmount (as root; writes bench/results.json)
+bench: build
+	$(GO) build -o bin/dshbench ./bench/cmd/dshbench
+	$(GO) build -o bin/bench-loopback ./bench/loopback
+	./bin/dshbench run --dshmount $(BIN) --loopback bin/bench-loopback --out bench/results.json $(BENCHFLAGS)
+
+## bench-go: Go benchmarks of every package (ns/op, allocs)
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./policy/... ./control/...
 
 ## fuzz: run every fuzz target for FUZZTIME each

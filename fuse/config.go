@@ -11,11 +11,14 @@ import (
 	"github.com/dshmount/dshmount/provider/local"
 )
 
-// Default kernel cache timeouts. Short, so out-of-band changes to the backing
-// directory (git checkout, another editor) show through quickly.
+// Default kernel cache timeouts. Every change made through the mount is
+// seen by the kernel and every change made through the control socket is
+// invalidated at once (see invalidate.go); only out-of-band changes to the
+// backing directory (git checkout there, another program) wait for the
+// timeout, so it bounds how long the mount may show their old state.
 const (
-	DefaultEntryTimeout = time.Second
-	DefaultAttrTimeout  = time.Second
+	DefaultEntryTimeout = 10 * time.Second
+	DefaultAttrTimeout  = 10 * time.Second
 )
 
 // Bindings maps a calling pid to the session it acts for;

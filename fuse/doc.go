@@ -56,7 +56,15 @@
 // the name (NotifyEntry, NotifyDelete for deletes), so `cat` right after an
 // agent's edit shows the new bytes. Out-of-band changes to the backing
 // directory (git checkout there, another program) are not seen by FUSE; the
-// short default timeouts (1 s) bound how long the mount shows old data.
+// default timeouts (10 s, DefaultAttrTimeout) bound how long the mount shows
+// old data (serve --attr-timeout / --entry-timeout shorten them). Changes
+// made through the mount need no invalidation: the kernel made them.
+//
+// # Callers
+//
+// Resolving a caller's session costs /proc reads; the answer for a thread
+// id is cached for callerTTL (1 s) and the cache is cleared on every bind
+// (Server.ForgetCallers), see callers.go.
 //
 // # Deadlocks and other pitfalls
 //

@@ -184,15 +184,18 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 	// (out of band) and must not be credited to this handle's writer. With
 	// passthrough the kernel writes the backing file directly, so the stat
 	// is the only evidence.
-	changed := h.dirty.Swap(false) || (h.pt && !sameContent(&bs.st, &h.last)) || (final && h.pt && !h.recorded)
+	//
+	// The ctime is left out of the comparison: link, unlink, rename and
+	// chmod move it and are recorded by their own operations (git links
+	// its temporary object file to the final name before the kernel
+	// releases the handle; a second record then would bump the version
+	// behind the session's back).
+	changed := h.dirty.Swap(false) || (h.pt && !sameData(&bs.st, &h.last)) || (final && h.pt && !h.recorded)
 	if !changed {
 		return
 	}
 	after := m.bump(&bs.st)
-	rel := h.rel
-	if h.node.linked() {
-		rel = h.node.rel()
-	}
+	rel := h.path(&bs.st)
 	m.record(ctx, h.actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
 	h.last, h.lastVer, h.recorded = bs.st, after, true
 }
@@ -319,4 +322,19 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		return uint32(max(c, 0)), errnoOf(err)
 	}
 	return uint32(c), 0
+}
+
+// path is the workspace-relative path to record a change of the handle's
+// file under: the name it was opened by while that name still holds the
+// file (a file with several names is recorded under the one its writer
+// used), else the node's current name (renamed since), else the name at
+// open (unlinked since).
+func (h *handle) path(st *unix.Stat_t) string {
+	if cur, err := statAt(unix.AT_FDCWD, h.node.m.abs(h.rel), false); err == nil && fileID(&cur.st) == fileID(st) {
+		return h.rel
+	}
+	if h.node.linked() {
+		return h.node.rel()
+	}
+	return h.rel
 }

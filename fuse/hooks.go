@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -30,6 +29,8 @@ type mountState struct {
 	asRoot  bool // the daemon runs as root: created files are chowned to the caller
 	gens    provider.Generations
 	closed  atomic.Bool
+	links   linkSet     // names of files linked through the mount
+	callers callerCache // calling threads' processes and sessions
 }
 
 // rel helpers --------------------------------------------------------------
@@ -83,8 +84,8 @@ func (m *mountState) actor(ctx context.Context) policy.Actor {
 	a.PID = int32(caller.Pid)
 	a.UID = caller.Uid
 	if caller.Pid != 0 && m.cfg.Bindings != nil {
-		if s, bound := m.cfg.Bindings.SessionOf(int(caller.Pid)); bound {
-			a.Session = s
+		if ci := m.caller(caller.Pid); ci.bound {
+			a.Session = ci.session
 		}
 	}
 	return a
@@ -162,7 +163,9 @@ func (m *mountState) observe(a policy.Actor, t provider.Target, obs policy.Obser
 // cancellation (an interrupt of the calling program) must not lose the
 // record, so it runs on a context that is never cancelled.
 func (m *mountState) record(ctx context.Context, a policy.Actor, op policy.MutationOp, t provider.Target, before, after provider.Version, to *provider.Target) {
-	a.PID = processOf(a.PID)
+	if a.PID > 0 {
+		a.PID = m.caller(uint32(a.PID)).pid
+	}
 	err := m.cfg.Engine.RecordMount(context.WithoutCancel(ctx), a, op, t, before, after, to)
 	if err != nil && !errors.Is(err, policy.ErrObserverFailed) {
 		m.log.Error("record mount mutation", "op", op, "path", t.DisplayPath, "err", err)
@@ -220,28 +223,6 @@ func euidIsRoot() bool { return os.Geteuid() == 0 }
 
 // fileID is the storage identity of a backing stat.
 func fileID(st *unix.Stat_t) provider.FileID { return local.FileIDOf(st) }
-
-// processOf maps the thread id FUSE reports to the id of its process (the
-// thread group), so the audit log names the program, not one of its
-// threads. It returns tid itself when /proc does not say.
-func processOf(tid int32) int32 {
-	if tid <= 0 {
-		return tid
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(tid)) + "/status")
-	if err != nil {
-		return tid
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && pid > 0 {
-				return int32(pid)
-			}
-			break
-		}
-	}
-	return tid
-}
 
 // lock takes the provider's per-target mutation locks of ts for the span of
 // a check-then-change sequence (see local.FS.Lock). A cancelled wait is

@@ -89,7 +89,11 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			Logger:               slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 			IgnoreSecurityLabels: true,
 			MaxBackground:        64,
-			PanicHandler:         m.panicHandler,
+			// Large requests: fewer round trips for reads and writes that
+			// do reach the daemon, and a readahead window like a disk's.
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			PanicHandler: m.panicHandler,
 		},
 		EntryTimeout:   &entry,
 		AttrTimeout:    &attr,

@@ -92,9 +92,19 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	m.record(ctx, a, policy.OpCreate, t, "", after, nil)
 
 	fillAttr(&out.Attr, &bs.st)
-	h := n.newHandle(f, rel, a, writable, &bs.st, after)
+	child := n.newChild(ctx, &bs)
+	h := nodeOf(child, n).newHandle(f, rel, a, writable, &bs.st, after)
 	h.recorded = true // the create is recorded; later writes change the stat
-	return n.newChild(ctx, &bs), m.wrap(h), 0, 0
+	return child, m.wrap(h), 0, 0
+}
+
+// nodeOf is the *node of a child inode (the handle of a created file
+// belongs to the file, not to the directory it was created in), or fallback.
+func nodeOf(child *fs.Inode, fallback *node) *node {
+	if cn, ok := child.Operations().(*node); ok {
+		return cn
+	}
+	return fallback
 }
 
 // createExisting serves a CREATE whose name exists: an open for writing.
@@ -131,11 +141,12 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 		return nil, nil, 0, errnoOf(err)
 	}
 	fillAttr(&out.Attr, &bs.st)
-	h := n.newHandle(f, rel, a, isWrite(flags), &existing.st, v)
+	child := n.newChild(ctx, &bs)
+	h := nodeOf(child, n).newHandle(f, rel, a, isWrite(flags), &existing.st, v)
 	if !h.writable {
 		m.observe(a, t, policy.Present(m.version(&bs.st)))
 	}
-	return n.newChild(ctx, &bs), m.wrap(h), 0, 0
+	return child, m.wrap(h), 0, 0
 }
 
 // finishCreate stats a just-created entry, records it and returns its inode.
@@ -248,6 +259,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	after := m.bump(&bs.st)
 	m.record(ctx, a, policy.OpLink, t, "", after, nil)
 	m.observe(a, m.target(srcRel), policy.Present(after))
+	m.links.add(fileID(&bs.st), srcRel, rel)
 	fillAttr(&out.Attr, &bs.st)
 	return n.newChild(ctx, &bs), 0
 }
@@ -282,6 +294,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	// Other hard links of the identity change version too.
 	m.gens.Bump(fileID(&bs.st))
 	m.record(ctx, a, policy.OpUnlink, t, before, "", nil)
+	m.refreshLinks(a, &bs.st, rel, before)
 	return 0
 }
 

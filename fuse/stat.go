@@ -65,11 +65,10 @@ func statx(dirfd int, path string, flags int) (backingStat, error) {
 	return bs, nil
 }
 
-// sameContent reports whether two stats of one file show no change: same
-// identity, size and timestamps.
-func sameContent(a, b *unix.Stat_t) bool {
-	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size &&
-		a.Mtim == b.Mtim && a.Ctim == b.Ctim && a.Mode == b.Mode
+// sameData reports whether two stats of one file show no change of its
+// data: same identity, size and modification time.
+func sameData(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim
 }
 
 // fillAttr copies a backing stat into a FUSE attribute block.

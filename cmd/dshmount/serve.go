@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/dshmount/dshmount/control"
@@ -47,6 +48,17 @@ func runServe(ctx context.Context, args []string, sio stdio) int {
 		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
 		return exitUsage
 	}
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(sio.err, "dshmount serve: cpu profile: %v\n", err)
+			return exitUsage
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	if err := serve(ctx, cfg, logger, sio.out); err != nil {
 		logger.Error("serve failed", "err", err)
 		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
@@ -75,7 +87,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}()
 
-	lfs, err := local.New(cfg.Source, local.Options{Generations: store, Aliases: []string{cfg.Mountpoint}})
+	lfs, err := local.New(cfg.Source, local.Options{Generations: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
@@ -104,7 +116,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 
 	srv, err := control.NewServer(control.Config{
-		SocketPath: cfg.Socket, Engine: engine, Binder: registry, AllowUIDs: cfg.AllowUIDs,
+		SocketPath: cfg.Socket, Engine: engine, Binder: bindNotifier{registry, mnt}, AllowUIDs: cfg.AllowUIDs,
 		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log,
 	})
 	if err != nil {
@@ -146,4 +158,26 @@ func orNone(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// bindNotifier binds through the registry, then tells the mount to forget
+// the callers it resolved before the bind.
+type bindNotifier struct {
+	reg *procbind.Registry
+	mnt *fuse.Server
+}
+
+// Bind implements control.ProcessBinder.
+func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
+	err := b.reg.Bind(session, pid)
+	b.mnt.ForgetCallers()
+	return err
+}
+
+// durability maps --durability onto the provider's knob.
+func durability(noSync bool) local.Durability {
+	if noSync {
+		return local.DurabilityNone
+	}
+	return local.DurabilityFsync
 }

@@ -33,6 +33,11 @@ type serveConfig struct {
 	Grace      time.Duration // how long shutdown waits for open files before a lazy unmount
 	// Passthrough lets the kernel read and write backing files directly.
 	Passthrough bool
+	// CPUProfile is a file for a CPU profile of the whole run (hidden
+	// flag, for performance work).
+	CPUProfile string
+	// NoSync skips the fsyncs of socket publications (--durability none).
+	NoSync bool
 }
 
 // defaultGrace is the shutdown grace period.
@@ -104,8 +109,17 @@ Flags:
 	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
 	fs.DurationVar(&cfg.Grace, "grace", defaultGrace, "on shutdown, how long to wait for open files before a lazy unmount")
 	fs.BoolVar(&cfg.Passthrough, "passthrough", true, "let the kernel read and write backing files directly (root, kernel ≥ 6.9)")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "")
+	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
+	}
+	switch *durability {
+	case "fsync":
+	case "none":
+		cfg.NoSync = true
+	default:
+		return serveConfig{}, fmt.Errorf("--durability must be fsync or none, not %q", *durability)
 	}
 	if fs.NArg() != 2 {
 		fs.Usage()

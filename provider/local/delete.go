@@ -45,7 +45,7 @@ func (fs *FS) unlink(p *probe) (removed bool, err error) {
 		return false, pathErr("unlinkat", p.rel, err)
 	}
 	fs.gens.Bump(FileIDOf(&p.st))
-	if err := retryEINTR0(p.dir.Sync); err != nil {
+	if err := fs.syncDir(p.dir); err != nil {
 		return true, pathErr("fsync", p.dirRel, err)
 	}
 	return true, nil

@@ -29,7 +29,25 @@ type Options struct {
 	// MaxBasisBytes bounds the Before/SourceBefore texts of outcomes; a prior
 	// file larger than this gets a nil basis. Zero means DefaultMaxBasisBytes.
 	MaxBasisBytes int64
+	// Durability says whether publications and deletions are fsynced; the
+	// zero value, DurabilityFsync, fsyncs the temp file before the rename
+	// and the directory after it.
+	Durability Durability
 }
+
+// Durability is how far a publication is made durable before it returns.
+type Durability int
+
+const (
+	// DurabilityFsync fsyncs the staged file and the directory: after a
+	// crash the file holds either the old or the new content. The default.
+	DurabilityFsync Durability = iota
+	// DurabilityNone skips both fsyncs. Publications stay atomic for every
+	// reader (rename), but a machine crash soon after may leave the old
+	// content, or on some file systems an empty file. For scratch
+	// workspaces and benchmarks.
+	DurabilityNone
+)
 
 // FS is the host-disk provider.FileSystem rooted at one workspace directory.
 // It is safe for concurrent use.
@@ -39,6 +57,7 @@ type FS struct {
 	prefixes []string // root, then the aliases, as cleaned absolute paths
 	gens     provider.Generations
 	maxBasis int64
+	noSync   bool // Durability is DurabilityNone
 	locks    *lockTable
 	chunk    int   // StreamText read size
 	hooks    hooks // test seams; zero in production
@@ -80,6 +99,7 @@ func New(root string, opts Options) (*FS, error) {
 		prefixes: []string{canon},
 		gens:     opts.Generations,
 		maxBasis: opts.MaxBasisBytes,
+		noSync:   opts.Durability == DurabilityNone,
 		locks:    newLockTable(),
 		chunk:    defaultChunkSize,
 	}

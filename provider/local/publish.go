@@ -67,7 +67,7 @@ func (fs *FS) publish(ctx context.Context, p *probe, spec publishSpec) (publishe
 			_ = retryEINTR0(func() error { return unix.Unlinkat(dirFD, tmp, 0) })
 		}
 	}()
-	if err := stageContent(f, spec); err != nil {
+	if err := stageContent(f, spec, !fs.noSync); err != nil {
 		return out, ioFailure(p.op, p.disp, err)
 	}
 	st, err := fstat(f)
@@ -93,7 +93,7 @@ func (fs *FS) publish(ctx context.Context, p *probe, spec publishSpec) (publishe
 		return out, ioFailure(p.op, p.disp, pathErr("renameat", p.rel, err))
 	}
 	staged = false
-	if err := retryEINTR0(p.dir.Sync); err != nil {
+	if err := fs.syncDir(p.dir); err != nil {
 		return out, ioFailure(p.op, p.disp, pathErr("fsync", p.dirRel, err))
 	}
 	if out.st, err = fstat(f); err != nil {
@@ -163,15 +163,27 @@ func inheritOwner(fd, dirFD int) {
 	_ = unix.Fchown(fd, int(dir.Uid), int(dir.Gid))
 }
 
-// stageContent writes and fsyncs the temp file.
-func stageContent(f *os.File, spec publishSpec) error {
+// stageContent writes the temp file and, with sync, fsyncs it.
+func stageContent(f *os.File, spec publishSpec, sync bool) error {
 	if _, err := f.WriteString(spec.data); err != nil {
 		return err
+	}
+	if !sync {
+		return nil
 	}
 	if err := f.Sync(); err != nil {
 		return err
 	}
 	return nil
+}
+
+// syncDir fsyncs a directory after a rename or unlink in it, unless
+// Options.Durability says not to.
+func (fs *FS) syncDir(dir *os.File) error {
+	if fs.noSync {
+		return nil
+	}
+	return retryEINTR0(dir.Sync)
 }
 
 // renameInto moves tmp over name inside one directory. With noReplace it
