@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -132,4 +133,38 @@ func BenchmarkStat_InProcess(b *testing.B) {
 		durations = append(durations, time.Since(start))
 	}
 	reportLatency(b, durations, "stats/s")
+}
+
+// bigText is about 1 MiB of typical source-width lines.
+func bigText() string {
+	var b []byte
+	for i := 0; len(b) < 1<<20; i++ {
+		b = fmt.Appendf(b, "line %07d of the one-mebibyte read benchmark, padded to a typical width\n", i)
+	}
+	return string(b[:1<<20])
+}
+
+// BenchmarkRead1MiB_Socket measures a whole-file fs.read of 1 MiB over the
+// socket (every line, numbered).
+func BenchmarkRead1MiB_Socket(b *testing.B) {
+	env := newTestEnv(b)
+	env.file(b, "big.txt", bigText())
+	c := env.client(b)
+	ctx := context.Background()
+	session, err := c.OpenSession(ctx, "bench")
+	require.NoError(b, err)
+	limit, maxBytes := 1<<20, int64(2<<20)
+	durations := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		start := time.Now()
+		r, err := c.Read(ctx, ReadParams{Path: "big.txt", Session: session, Limit: &limit, MaxBytes: &maxBytes})
+		durations = append(durations, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.TruncatedByBytes {
+			b.Fatal("read was truncated")
+		}
+	}
+	reportLatency(b, durations, "reads/s")
 }

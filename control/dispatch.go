@@ -170,6 +170,12 @@ func encodeResponse(id json.RawMessage, result any, e *ErrorObject) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
+	if a, ok := result.(jsonAppender); ok && e == nil && isCompactID(id) {
+		b := append(make([]byte, 0, 4096), `{"jsonrpc":"2.0","id":`...)
+		b = append(b, id...)
+		b = append(b, `,"result":`...)
+		return append(a.appendJSON(b), '}')
+	}
 	r := response{JSONRPC: jsonrpcVersion, ID: id, Error: e}
 	if e == nil {
 		if result == nil {
@@ -320,4 +326,15 @@ func sessionParam(id policy.SessionID) error {
 		return invalidParams("session contains a NUL byte")
 	}
 	return nil
+}
+
+// isCompactID reports whether id is a plain number, null, or a string
+// without escapes: bytes json.Marshal would copy unchanged.
+func isCompactID(id json.RawMessage) bool {
+	for _, c := range id {
+		if c <= ' ' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return len(id) > 0
 }

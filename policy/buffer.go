@@ -1,8 +1,8 @@
 package policy
 
 import (
-	"bytes"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -14,6 +14,11 @@ const bufferShards = 32
 // flusher runs; flushed entries stay as a bounded read cache ("clean"), so
 // the hot path rarely opens a Badger transaction. Reads consult it before
 // Badger, so a caller always sees its own writes.
+//
+// Each shard queues the keys written since the last flush, so a flush
+// touches only what changed, never the whole cache. Only clean entries are
+// evicted: a dirty one stays until Badger has it, and an evicted one is read
+// from Badger again.
 type writeBuffer struct {
 	seed     maphash.Seed
 	shards   [bufferShards]bufferShard
@@ -26,16 +31,19 @@ type writeBuffer struct {
 type bufferShard struct {
 	mu      sync.Mutex
 	entries map[string]*bufferEntry
-	seq     uint64 // advanced by every change, to detect races with fills
+	queue   []string // keys written since the last takeDirty (may repeat)
+	ndirty  int      // entries with dirty set
+	seq     uint64   // advanced by every change, to detect races with fills
 }
 
 // bufferEntry is a cached value, or a deletion (del).
 type bufferEntry struct {
-	val   []byte
-	del   bool
-	dirty bool   // not yet in Badger
-	keep  bool   // stay cached once flushed
-	seq   uint64 // shard seq of the last write, to recognize it after a flush
+	val    []byte
+	del    bool
+	dirty  bool   // not yet in Badger
+	queued bool   // in the shard's queue, to be taken by the next flush
+	keep   bool   // stay cached once flushed
+	seq    uint64 // shard seq of the last write, to recognize it after a flush
 }
 
 // flushItem is one dirty entry handed to the flusher.
@@ -51,7 +59,7 @@ func newWriteBuffer(limit, capacity int) *writeBuffer {
 	b := &writeBuffer{
 		seed:     maphash.MakeSeed(),
 		limit:    int64(limit),
-		shardCap: max(capacity/bufferShards, 16),
+		shardCap: max(capacity/bufferShards, 1),
 		kick:     make(chan struct{}, 1),
 	}
 	for i := range b.shards {
@@ -77,10 +85,19 @@ func (b *writeBuffer) write(key []byte, e bufferEntry) {
 	sh.mu.Lock()
 	sh.seq++
 	e.dirty, e.seq = true, sh.seq
-	if cur, ok := sh.entries[string(key)]; ok {
-		*cur = e
-	} else {
-		sh.entries[string(key)] = &e
+	cur, ok := sh.entries[string(key)]
+	if !ok {
+		cur = &bufferEntry{}
+		sh.entries[string(key)] = cur
+	}
+	if !cur.dirty {
+		sh.ndirty++
+	}
+	e.queued = cur.queued
+	*cur = e
+	if !cur.queued {
+		cur.queued = true
+		sh.queue = append(sh.queue, string(key))
 	}
 	sh.mu.Unlock()
 	b.noteWrites(1)
@@ -121,17 +138,21 @@ func (b *writeBuffer) fill(key, val []byte, missing bool, token uint64) {
 	if _, ok := sh.entries[string(key)]; ok {
 		return
 	}
-	b.evictLocked(sh)
+	b.evictLocked(sh, 1)
 	sh.seq++
 	sh.entries[string(key)] = &bufferEntry{val: val, del: missing, keep: true, seq: sh.seq}
 }
 
-// evictLocked makes room by dropping clean entries once a shard is full.
-func (b *writeBuffer) evictLocked(sh *bufferShard) {
-	if len(sh.entries) < b.shardCap {
+// evictLocked makes room for room more entries by dropping clean entries
+// once a shard's clean entries reach its capacity: down to three quarters
+// of it, so the walk is paid once per quarter of the capacity. Dirty
+// entries are never dropped.
+func (b *writeBuffer) evictLocked(sh *bufferShard, room int) {
+	clean := len(sh.entries) - sh.ndirty
+	if clean+room <= b.shardCap {
 		return
 	}
-	drop := len(sh.entries) - b.shardCap*3/4
+	drop := clean + room - b.shardCap*3/4
 	for k, e := range sh.entries {
 		if drop <= 0 {
 			break
@@ -144,14 +165,21 @@ func (b *writeBuffer) evictLocked(sh *bufferShard) {
 	sh.seq++
 }
 
-// takeDirty returns every dirty entry; they stay dirty (and visible) until
-// flushed reports them written.
+// takeDirty returns the entries written since the last call; they stay
+// dirty (and visible) until flushed reports them written.
 func (b *writeBuffer) takeDirty() []flushItem {
 	var items []flushItem
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.entries {
+		queue := sh.queue
+		sh.queue = nil
+		for _, k := range queue {
+			e, ok := sh.entries[k]
+			if !ok || !e.queued {
+				continue // purged, or a repeat of a key already taken
+			}
+			e.queued = false
 			if e.dirty {
 				items = append(items, flushItem{key: k, val: e.val, del: e.del, shard: sh, seq: e.seq})
 			}
@@ -162,16 +190,32 @@ func (b *writeBuffer) takeDirty() []flushItem {
 	return items
 }
 
+// requeue puts back items whose flush failed, so the next flush retries
+// them (or their newer writes, which are queued already).
+func (b *writeBuffer) requeue(items []flushItem) {
+	for _, it := range items {
+		sh := it.shard
+		sh.mu.Lock()
+		if e, ok := sh.entries[it.key]; ok && e.dirty && !e.queued {
+			e.queued = true
+			sh.queue = append(sh.queue, it.key)
+		}
+		sh.mu.Unlock()
+	}
+	b.noteWrites(int64(len(items)))
+}
+
 // flushed marks items as written to Badger: unchanged entries become clean
-// (or leave the cache when not kept), and full shards shed clean entries.
+// (or leave the cache when not kept), and shards over capacity shed clean
+// entries.
 func (b *writeBuffer) flushed(items []flushItem) {
 	for _, it := range items {
 		sh := it.shard
 		sh.mu.Lock()
-		if e, ok := sh.entries[it.key]; ok && e.seq == it.seq {
-			if e.keep {
-				e.dirty = false
-			} else {
+		if e, ok := sh.entries[it.key]; ok && e.seq == it.seq && e.dirty {
+			e.dirty = false
+			sh.ndirty--
+			if !e.keep {
 				delete(sh.entries, it.key)
 				sh.seq++
 			}
@@ -181,7 +225,7 @@ func (b *writeBuffer) flushed(items []flushItem) {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		b.evictLocked(sh)
+		b.evictLocked(sh, 0)
 		sh.mu.Unlock()
 	}
 }
@@ -189,15 +233,31 @@ func (b *writeBuffer) flushed(items []flushItem) {
 // dropPrefix forgets every entry whose key starts with prefix. The caller
 // holds the store's flush lock.
 func (b *writeBuffer) dropPrefix(prefix []byte) {
+	p := string(prefix)
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for k := range sh.entries {
-			if bytes.HasPrefix([]byte(k), prefix) {
+		for k, e := range sh.entries {
+			if strings.HasPrefix(k, p) {
+				if e.dirty {
+					sh.ndirty--
+				}
 				delete(sh.entries, k)
 			}
 		}
 		sh.seq++
 		sh.mu.Unlock()
 	}
+}
+
+// size returns the number of cached entries and of dirty ones.
+func (b *writeBuffer) size() (entries, dirty int) {
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		entries += len(sh.entries)
+		dirty += sh.ndirty
+		sh.mu.Unlock()
+	}
+	return entries, dirty
 }

@@ -76,7 +76,9 @@ func Open(stateDir string, opts Options) (*Store, error) {
 		WithBlockCacheSize(opts.BlockCacheSize).
 		WithIndexCacheSize(opts.IndexCacheSize).
 		WithNumCompactors(opts.NumCompactors).
+		WithBaseTableSize(opts.BaseTableSize).
 		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithValueThreshold(min(64<<10, opts.MemTableSize/16, opts.BaseTableSize/16)). // records are small: keep them in the LSM tree
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithMetricsEnabled(false).
@@ -99,7 +101,7 @@ func Open(stateDir string, opts Options) (*Store, error) {
 		sessions: make(map[SessionID]*sessionState),
 		stop:     make(chan struct{}),
 	}
-	s.gens.init()
+	s.gens.init(opts.CacheEntries)
 	if err := s.start(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -221,8 +223,8 @@ func (s *Store) flush() error {
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	err := func() error {
-		for id, g := range gens {
-			if err := wb.Set(generationKey(id), encodeUint64(g)); err != nil {
+		for _, g := range gens {
+			if err := wb.Set(generationKey(g.id), encodeUint64(g.v)); err != nil {
 				return err
 			}
 		}
@@ -240,13 +242,15 @@ func (s *Store) flush() error {
 		return wb.Flush()
 	}()
 	if err != nil {
-		s.gens.restoreDirty(gens)
+		s.gens.requeue(gens)
+		s.buf.requeue(items)
 		err = fmt.Errorf("flush %d policy records: %w", len(items)+len(gens), err)
 		s.flushErr.CompareAndSwap(nil, &err)
 		s.log.Error("policy store flush failed; will retry", "err", err)
 		return err
 	}
 	s.buf.flushed(items)
+	s.gens.flushed(gens)
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"time"
 
@@ -29,6 +31,12 @@ func serveCommand() command {
 	}
 }
 
+// defaultMemoryLimit is the daemon's soft heap limit (GOMEMLIMIT overrides
+// it): past it the collector runs more often and returns freed memory to the
+// system, so transient peaks (Badger flushing memtables and compacting) do
+// not leave the daemon's RSS at twice its live heap.
+const defaultMemoryLimit = 128 << 20
+
 // runServe parses the flags and runs the daemon until ctx ends.
 func runServe(ctx context.Context, args []string, sio stdio) int {
 	cfg, err := parseServeArgs(args, sio.err)
@@ -47,6 +55,9 @@ func runServe(ctx context.Context, args []string, sio stdio) int {
 	if cfg, err = cfg.resolve(); err != nil {
 		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
 		return exitUsage
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	if cfg.CPUProfile != "" {
 		f, err := os.Create(cfg.CPUProfile)
@@ -117,7 +128,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 
 	srv, err := control.NewServer(control.Config{
 		SocketPath: cfg.Socket, Engine: engine, Binder: bindNotifier{registry, mnt}, AllowUIDs: cfg.AllowUIDs,
-		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log,
+		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
 	})
 	if err != nil {
 		unmount()
@@ -141,6 +152,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		log.Error("control socket stopped", "err", serveErr)
 	case <-mountGone:
 		log.Warn("the mount was removed from outside; shutting down")
+	}
+	if cfg.MemProfile != "" {
+		writeHeapProfile(cfg.MemProfile, log) // before teardown: what the running daemon holds
 	}
 	stopServing()
 	_ = srv.Close()
@@ -180,4 +194,19 @@ func durability(noSync bool) local.Durability {
 		return local.DurabilityNone
 	}
 	return local.DurabilityFsync
+}
+
+// writeHeapProfile writes a heap profile (after a GC, so it shows what is
+// live) to path.
+func writeHeapProfile(path string, log *slog.Logger) {
+	f, err := os.Create(path)
+	if err != nil {
+		log.Error("heap profile", "err", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		log.Error("heap profile", "path", path, "err", err)
+	}
 }

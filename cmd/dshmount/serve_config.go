@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/fuse"
 )
 
@@ -36,6 +37,12 @@ type serveConfig struct {
 	// CPUProfile is a file for a CPU profile of the whole run (hidden
 	// flag, for performance work).
 	CPUProfile string
+	// MemProfile is a file for a heap profile written at shutdown (hidden
+	// flag, for performance work).
+	MemProfile string
+	// MaxRequestBytes bounds one control request line (0: the control
+	// package's default).
+	MaxRequestBytes int64
 	// NoSync skips the fsyncs of socket publications (--durability none).
 	NoSync bool
 }
@@ -110,9 +117,15 @@ Flags:
 	fs.DurationVar(&cfg.Grace, "grace", defaultGrace, "on shutdown, how long to wait for open files before a lazy unmount")
 	fs.BoolVar(&cfg.Passthrough, "passthrough", true, "let the kernel read and write backing files directly (root, kernel ≥ 6.9)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "")
+	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", control.DefaultMaxRequestBytes,
+		"largest control request line the daemon accepts, in bytes (longer lines are refused without being buffered)")
 	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		return serveConfig{}, fmt.Errorf("--max-request-bytes must be positive, not %d", cfg.MaxRequestBytes)
 	}
 	switch *durability {
 	case "fsync":

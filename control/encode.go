@@ -1,0 +1,95 @@
+package control
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// jsonAppender is a result that encodes itself, skipping encoding/json's
+// reflection and its re-validation of MarshalJSON output (a 1 MiB read has
+// tens of thousands of lines).
+type jsonAppender interface {
+	appendJSON(dst []byte) []byte
+}
+
+var _ jsonAppender = ReadResult{}
+
+// appendJSON implements jsonAppender with the encoding json.Marshal gives.
+func (r ReadResult) appendJSON(b []byte) []byte {
+	b = append(b, `{"displayPath":`...)
+	b = appendJSONString(b, r.DisplayPath)
+	b = append(b, `,"version":`...)
+	b = appendJSONString(b, string(r.Version))
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, int64(r.Offset), 10)
+	b = append(b, `,"lines":[`...)
+	for i, l := range r.Lines {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"number":`...)
+		b = strconv.AppendInt(b, int64(l.Number), 10)
+		b = append(b, `,"text":`...)
+		b = appendJSONString(b, l.Text)
+		b = append(b, '}')
+	}
+	b = append(b, `],"totalLines":`...)
+	b = strconv.AppendInt(b, int64(r.TotalLines), 10)
+	if r.TruncatedByBytes {
+		b = append(b, `,"truncatedByBytes":true`...)
+	}
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// does (control characters, quotes, backslashes, <, >, &, U+2028, U+2029;
+// invalid UTF-8 becomes U+FFFD).
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

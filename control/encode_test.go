@@ -1,0 +1,36 @@
+package control
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEncode_ReadResultMatchesEncodingJSON(t *testing.T) {
+	texts := []string{"", "plain", `quote " and \ backslash`, "tab\tcr\r", "ctl \x00\x01\x1f\x7f",
+		"<html> & more", "é ü 日本語 🙂", "sep \u2028 \u2029", "bad \xff\xfe utf8", "mixed \xc3"}
+	for _, text := range texts {
+		t.Run(text, func(t *testing.T) {
+			r := ReadResult{DisplayPath: "dir/" + text, Version: "v1:" +
+				"abc", Offset: 3, TotalLines: 9, TruncatedByBytes: len(text)%2 == 0,
+				Lines: []Line{{Number: 3, Text: text}, {Number: 4, Text: text + text}}}
+			want, err := json.Marshal(r)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(r.appendJSON(nil)))
+		})
+	}
+}
+
+func TestEncode_FastResponseMatchesEnvelope(t *testing.T) {
+	r := ReadResult{DisplayPath: "a", Lines: []Line{}}
+	for _, id := range []string{`7`, `"abc"`, `"a\u003cb"`, `null`} {
+		fast := encodeResponse(json.RawMessage(id), r, nil)
+		res, err := json.Marshal(r)
+		require.NoError(t, err)
+		slow, err := json.Marshal(response{JSONRPC: jsonrpcVersion, ID: json.RawMessage(id), Result: res})
+		require.NoError(t, err)
+		assert.JSONEq(t, string(slow), string(fast), "id %s", id)
+	}
+}

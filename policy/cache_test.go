@@ -1,0 +1,77 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/provider"
+)
+
+// TestCache_EvictedObservationStillRefusesStaleEdit: with the smallest
+// caches, a session's observation and the file's generation are evicted
+// (after reaching Badger); the guard reads them back and still refuses an
+// edit based on what the session read before another writer changed it.
+func TestCache_EvictedObservationStillRefusesStaleEdit(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir(), quietOptions().WithCacheEntries(1).WithFlushEntries(1<<20))
+	fs := newFakeFS()
+	e := NewEngine(s, fs)
+	a, b := openSession(t, s), openSession(t, s)
+	target := fs.target("/ws/f.go")
+	fs.put(target, "alpha\n")
+	_, _, err := e.Read(ctx, a, target)
+	require.NoError(t, err)
+	_, _, err = e.Read(ctx, b, target)
+	require.NoError(t, err)
+	_, err = e.Edit(ctx, b, target, provider.EditRequest{OldString: "alpha", NewString: "beta"}, Guard{})
+	require.NoError(t, err)
+	gen := s.Bump(provider.FileID{Dev: 1, Ino: 42})
+
+	// Push everything out of the caches: flush, then touch many other keys.
+	require.NoError(t, s.Flush())
+	for i := range 2000 {
+		other := fs.target(fmt.Sprintf("/ws/other-%d", i))
+		_, _ = s.Observation(a.Session, other.Key)
+		_ = s.Current(provider.FileID{Dev: 2, Ino: uint64(i)})
+	}
+	require.NoError(t, s.Flush())
+	entries, dirty := s.buf.size()
+	gens, gdirty := s.gens.size()
+	assert.Zero(t, dirty)
+	assert.Zero(t, gdirty)
+	assert.LessOrEqual(t, entries, 3*bufferShards, "the record cache stays bounded")
+	assert.LessOrEqual(t, gens, 3*generationShards, "the generation cache stays bounded")
+
+	assert.Equal(t, gen, s.Current(provider.FileID{Dev: 1, Ino: 42}), "an evicted generation is read back")
+	_, err = e.Edit(ctx, a, target, provider.EditRequest{OldString: "alpha", NewString: "gamma"}, Guard{})
+	require.Error(t, err)
+	assert.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "a stale read is refused after eviction")
+	got, _ := fs.content(target)
+	assert.Equal(t, "beta\n", got)
+}
+
+// TestCache_DirtyEntriesAreNeverEvicted: unflushed records and generations
+// survive any amount of cache pressure.
+func TestCache_DirtyEntriesAreNeverEvicted(t *testing.T) {
+	s := openStore(t, t.TempDir(), quietOptions().WithCacheEntries(1).WithFlushEntries(1<<20).WithFlushInterval(1<<40))
+	a := openSession(t, s)
+	fs := newFakeFS()
+	target := fs.target("/ws/keep")
+	require.NoError(t, s.Record(a.Session, target.Key, Present("v7")))
+	id := provider.FileID{Dev: 1, Ino: 7}
+	gen := s.Bump(id)
+	for i := range 2000 {
+		_, _ = s.Observation(a.Session, fs.target(fmt.Sprintf("/ws/o-%d", i)).Key)
+		_ = s.Current(provider.FileID{Dev: 3, Ino: uint64(i)})
+	}
+	obs, ok := s.Observation(a.Session, target.Key)
+	require.True(t, ok)
+	assert.Equal(t, Present("v7"), obs)
+	assert.Equal(t, gen, s.Current(id))
+	_, dirty := s.gens.size()
+	assert.Equal(t, 1, dirty)
+}
