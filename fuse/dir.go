@@ -6,6 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/overlay"
 )
@@ -74,7 +75,7 @@ func (n *node) hiddenIn(rel string) func(string) bool {
 // OpendirHandle implements fs.NodeOpendirHandler.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	rel := n.rel()
-	ds, errno := fs.NewLoopbackDirStream(n.m.abs(rel))
+	ds, errno := n.openDirStream(rel)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -85,7 +86,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 // keeps the promoted loopback version, which does not filter, out of reach).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	rel := n.rel()
-	ds, errno := fs.NewLoopbackDirStream(n.m.abs(rel))
+	ds, errno := n.openDirStream(rel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -102,4 +103,22 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 	}
 	return fs.NewListDirStream(list), 0
+}
+
+// openDirStream opens the directory rel below the root (no links) as a
+// go-fuse directory stream, which owns the descriptor.
+func (n *node) openDirStream(rel string) (fs.DirStream, syscall.Errno) {
+	fd, err := n.m.openRel(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, errnoOf(n.staleIfGone(err))
+	}
+	bs, err := fstat(fd)
+	if err == nil {
+		err = n.current(&bs)
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, errnoOf(err)
+	}
+	return fs.NewLoopbackDirStreamFd(fd)
 }

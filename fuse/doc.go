@@ -54,11 +54,30 @@
 // (attribute timeout) and pages. An Engine observer invalidates, for each
 // socket mutation, the old inode's data and attributes (NotifyContent) and
 // the name (NotifyEntry, NotifyDelete for deletes), so `cat` right after an
-// agent's edit shows the new bytes. Out-of-band changes to the backing
-// directory (git checkout there, another program) are not seen by FUSE; the
-// default timeouts (10 s, DefaultAttrTimeout) bound how long the mount shows
-// old data (serve --attr-timeout / --entry-timeout shorten them). Changes
-// made through the mount need no invalidation: the kernel made them.
+// agent's edit shows the new bytes (but see Deadlocks: an entry
+// notification can make a SIGKILLed daemon unkillable). When a name stays
+// cached anyway, operations on its node work on what the name holds now
+// (node.current); a node whose name is gone, or holds a file of another
+// type, answers ESTALE, and the kernel then walks the path again with
+// LOOKUP_REVAL (so open(O_CREAT) creates the file).
+// Out-of-band changes to the backing directory (git checkout there, another program) are not seen
+// by FUSE; the default timeouts (10 s, DefaultAttrTimeout) bound how long
+// the mount shows old attributes (serve --attr-timeout / --entry-timeout
+// shorten them); opens see the new file at once. Changes made through the
+// mount need no invalidation: the kernel made them.
+//
+// # The backing tree is reached only through the root descriptor
+//
+// Every backing operation is relative to the O_PATH descriptor of the
+// workspace root (backing.go): the directory holding an entry is opened
+// with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) and the entry is used
+// with *at calls that do not follow a final link (chmod, truncate and
+// xattrs go through /proc/self/fd of an O_PATH descriptor of the entry). A
+// backing directory or file swapped out of band for a link, even a link
+// inside the workspace, is refused with EACCES and never followed; a
+// mount-relative path below PATH_MAX works even when the backing absolute
+// path is longer. node embeds a bare fs.Inode, not go-fuse's LoopbackNode,
+// whose operations use absolute paths.
 //
 // # Callers
 //
@@ -69,13 +88,34 @@
 // # Deadlocks and other pitfalls
 //
 //   - The daemon never touches its own mountpoint: it works on the backing
-//     directory by path and through an O_PATH descriptor of its root, and
+//     directory through an O_PATH descriptor of its root, and
 //     serve refuses a mountpoint inside the workspace (or above it). Stat,
 //     exec, epoll or mmap through the mount from the daemon would deadlock.
 //   - Kernel notifications are sent from the invalidator goroutine, never
 //     from a FUSE handler: the kernel takes inode locks that the request
 //     being served may hold. Socket mutations wait for their invalidation a
 //     bounded time (notifyWait), so a stuck kernel cannot stall the socket.
+//     Known defect: an entry notification (inval_entry, delete) takes the
+//     directory's inode lock, which a client's create, rename, lookup or
+//     readdir in that directory holds while it waits for the daemon's
+//     answer. A SIGKILL at that moment leaves the notifying thread
+//     uninterruptible in the kernel: the process never exits, /dev/fuse is
+//     never released and the mount hangs until the connection is aborted
+//     (/sys/fs/fuse/connections/N/abort). Attribute-only invalidation
+//     (NotifyContent at a negative offset) takes no such lock, but without
+//     dropping the name one kernel inode stands for both the old file
+//     (open descriptors, fstat) and the new one (lstat, new opens), and
+//     the mount shows wrong sizes or old data.
+//   - go-fuse warns "rawBridge.getattr: overriding ino X with Y" when a
+//     node's attributes carry another inode number, as an old node's do
+//     when its name now holds a file a socket write published. Getattr and
+//     Statx report the node's own inode number, so the warning does not
+//     appear; it was harmless: go-fuse reports the node's number anyway and
+//     the kernel keys the inode by node id.
+//   - A generation is bumped only for an identity that still exists: after
+//     unlink or rename-over of a file's last name its inode number may
+//     already belong to a new file (an agent's publish), whose version a
+//     late bump would make stale behind the agent's back.
 //   - go-fuse keys nodes by (mode, ino, generation). The generation is the
 //     backing file's birth time, so a recycled inode number is a new node,
 //     and version metadata is keyed by file identity (dev, ino) with a

@@ -78,27 +78,14 @@ func (m *mountState) wrap(h *handle) fs.FileHandle {
 	return h
 }
 
-// openBacking opens rel below the backing root without following symbolic
-// links out of it (openat2 RESOLVE_BENEATH), falling back to a plain open on
-// kernels without openat2.
+// openBacking opens rel below the backing root without following any
+// symbolic link (openRel).
 func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, error) {
-	flags |= unix.O_CLOEXEC
-	path := rel
-	if path == "" {
-		path = "."
-	}
-	fd, err := unix.Openat2(m.rootFd, path, &unix.OpenHow{
-		Flags:   uint64(flags),
-		Mode:    uint64(mode),
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err == unix.ENOSYS {
-		fd, err = unix.Open(m.abs(rel), flags, mode)
-	}
+	fd, err := m.openRel(rel, flags, mode)
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(fd), m.abs(rel)), nil
+	return os.NewFile(uintptr(fd), rel), nil
 }
 
 // newHandle builds the handle of a just-opened file.
@@ -145,9 +132,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	f, err := m.openBacking(rel, int(flags), 0)
 	if err != nil {
-		return nil, 0, errnoOf(err)
+		return nil, 0, errnoOf(n.staleIfGone(err))
 	}
 	bs, err := fstat(int(f.Fd()))
+	if err == nil {
+		err = n.current(&bs)
+	}
 	if err != nil {
 		_ = f.Close()
 		return nil, 0, errnoOf(err)
@@ -330,7 +320,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // used), else the node's current name (renamed since), else the name at
 // open (unlinked since).
 func (h *handle) path(st *unix.Stat_t) string {
-	if cur, err := statAt(unix.AT_FDCWD, h.node.m.abs(h.rel), false); err == nil && fileID(&cur.st) == fileID(st) {
+	if cur, err := h.node.m.statRel(h.rel); err == nil && fileID(&cur.st) == fileID(st) {
 		return h.rel
 	}
 	if h.node.linked() {

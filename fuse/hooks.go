@@ -5,11 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
@@ -21,16 +20,18 @@ import (
 
 // mountState is shared by every node of one mount.
 type mountState struct {
-	cfg     Config
-	log     *slog.Logger
-	root    string // canonical backing root, absolute
-	rootFd  int    // O_PATH descriptor of root, for openat2(RESOLVE_BENEATH)
-	rootDev uint64
-	asRoot  bool // the daemon runs as root: created files are chowned to the caller
-	gens    provider.Generations
-	closed  atomic.Bool
-	links   linkSet     // names of files linked through the mount
-	callers callerCache // calling threads' processes and sessions
+	cfg    Config
+	log    *slog.Logger
+	root   string // canonical backing root, absolute
+	rootFd int    // O_PATH descriptor of root: every backing call is relative to it
+	// rootInode is the mount's root node, for workspace-relative paths.
+	rootInode *fs.Inode
+	rootDev   uint64
+	asRoot    bool // the daemon runs as root: created files are chowned to the caller
+	gens      provider.Generations
+	closed    atomic.Bool
+	links     linkSet     // names of files linked through the mount
+	callers   callerCache // calling threads' processes and sessions
 }
 
 // rel helpers --------------------------------------------------------------
@@ -41,17 +42,6 @@ func joinRel(dir, name string) string {
 		return name
 	}
 	return dir + "/" + name
-}
-
-// abs is the absolute backing path of rel.
-func (m *mountState) abs(rel string) string {
-	if rel == "." || rel == "" {
-		return m.root
-	}
-	if strings.HasSuffix(m.root, "/") {
-		return m.root + rel
-	}
-	return m.root + "/" + rel
 }
 
 // access is the view's verdict on rel.
@@ -179,8 +169,10 @@ func (m *mountState) record(ctx context.Context, a policy.Actor, op policy.Mutat
 // chownToCaller gives a created entry to the calling user when the daemon
 // runs as root (otherwise every file created through the mount would belong
 // to root). In a set-group-ID directory the entry keeps the group it
-// inherited from the directory, as on the disk.
-func (m *mountState) chownToCaller(ctx context.Context, fd int, path string) {
+// inherited from the directory, as on the disk. fd is the created file's
+// descriptor (-1: none; e then addresses the entry, and e.dir = -1 means
+// it is looked up from rel).
+func (m *mountState) chownToCaller(ctx context.Context, fd int, e entry, rel string) {
 	if !m.asRoot {
 		return
 	}
@@ -188,29 +180,26 @@ func (m *mountState) chownToCaller(ctx context.Context, fd int, path string) {
 	if !ok {
 		return
 	}
-	if parentSetgid(path) {
+	if e.dir < 0 {
+		var err error
+		if e, err = m.entryAt(rel); err != nil {
+			m.log.Warn("give created entry to its creator", "path", rel, "uid", uid, "err", err)
+			return
+		}
+		defer e.close()
+	}
+	if dirSetgid(e.dir) {
 		gid = -1
 	}
 	var err error
 	if fd >= 0 {
 		err = unix.Fchown(fd, uid, gid)
 	} else {
-		err = unix.Lchown(path, uid, gid)
+		err = unix.Fchownat(e.dir, e.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	if err != nil {
-		m.log.Warn("give created entry to its creator", "path", path, "uid", uid, "err", err)
+		m.log.Warn("give created entry to its creator", "path", rel, "uid", uid, "err", err)
 	}
-}
-
-// parentSetgid reports whether the directory holding path has the
-// set-group-ID bit, so new entries inherit its group (and new directories
-// the bit itself).
-func parentSetgid(path string) bool {
-	var st unix.Stat_t
-	if err := unix.Stat(filepath.Dir(path), &st); err != nil {
-		return false
-	}
-	return st.Mode&unix.S_ISGID != 0
 }
 
 // isWrite reports whether open flags can change the file.

@@ -70,7 +70,7 @@ func (m *mountState) refreshLinks(a policy.Actor, st *unix.Stat_t, rel string, b
 		return
 	}
 	for _, other := range names {
-		bs, err := statAt(unix.AT_FDCWD, m.abs(other), false)
+		bs, err := m.statRel(other)
 		if err != nil || fileID(&bs.st) != fileID(st) {
 			continue
 		}

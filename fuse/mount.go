@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -67,12 +66,8 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		asRoot:  euidIsRoot(),
 		gens:    cfg.Engine.Store(),
 	}
-	loopRoot := &fs.LoopbackRoot{Path: root, Dev: rootStat.st.Dev}
-	rootNode := m.newNode(loopRoot)
-	loopRoot.RootNode = rootNode
-	loopRoot.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return m.newNode(r)
-	}
+	rootNode := m.newNode()
+	m.rootInode = rootNode.EmbeddedInode()
 
 	entry, attr := cfg.EntryTimeout, cfg.AttrTimeout
 	rootAttr := m.stableAttr(&rootStat)

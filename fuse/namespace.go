@@ -54,7 +54,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC
 	writable := isWrite(flags)
 
-	existing, err := statAt(unix.AT_FDCWD, m.abs(rel), false)
+	existing, err := m.statRel(rel)
 	switch {
 	case err == nil && flags&syscall.O_EXCL != 0:
 		return nil, nil, 0, syscall.EEXIST
@@ -69,7 +69,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	f, err := m.openBacking(rel, int(flags)|syscall.O_CREAT|syscall.O_EXCL, mode&07777)
 	if errors.Is(err, unix.EEXIST) && flags&syscall.O_EXCL == 0 {
-		if existing, err = statAt(unix.AT_FDCWD, m.abs(rel), false); err == nil {
+		if existing, err = m.statRel(rel); err == nil {
 			return n.createExisting(ctx, a, t, rel, flags, &existing, out)
 		}
 	}
@@ -77,7 +77,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errnoOf(err)
 	}
 	fd := int(f.Fd())
-	m.chownToCaller(ctx, fd, m.abs(rel))
+	m.chownToCaller(ctx, fd, entry{dir: -1}, rel)
 	// The kernel has applied the caller's umask already; the daemon's own
 	// umask must not apply a second time.
 	if err := unix.Fchmod(fd, mode&07777); err != nil {
@@ -120,7 +120,7 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 			return nil, nil, 0, errno
 		}
 		defer unlock()
-		if st, err := statAt(unix.AT_FDCWD, m.abs(rel), false); err == nil {
+		if st, err := m.statRel(rel); err == nil {
 			existing = &st
 		}
 	}
@@ -152,7 +152,7 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 // finishCreate stats a just-created entry, records it and returns its inode.
 func (n *node) finishCreate(ctx context.Context, a policy.Actor, rel string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
-	bs, err := statAt(unix.AT_FDCWD, m.abs(rel), false)
+	bs, err := m.statRel(rel)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -170,16 +170,20 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errno
 	}
 	a := m.actor(ctx)
-	p := m.abs(rel)
-	if err := unix.Mkdir(p, mode&07777); err != nil {
+	e, err := m.entryAt(rel)
+	if err != nil {
 		return nil, errnoOf(err)
 	}
-	m.chownToCaller(ctx, -1, p)
+	defer e.close()
+	if err := unix.Mkdirat(e.dir, e.name, mode&07777); err != nil {
+		return nil, errnoOf(err)
+	}
+	m.chownToCaller(ctx, -1, e, rel)
 	dirMode := mode & 07777
-	if parentSetgid(p) {
+	if dirSetgid(e.dir) {
 		dirMode |= unix.S_ISGID // inherited, as mkdir(2) does on the disk
 	}
-	if err := unix.Chmod(p, dirMode); err != nil {
+	if err := chmodAt(e.dir, e.name, dirMode); err != nil {
 		m.log.Warn("set mode of created directory", "path", rel, "err", err)
 	}
 	return n.finishCreate(ctx, a, rel, out)
@@ -197,11 +201,15 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, rdev uint32,
 	if errno := m.checkCreate(a, "mknod", t); errno != 0 {
 		return nil, errno
 	}
-	p := m.abs(rel)
-	if err := unix.Mknod(p, mode, int(rdev)); err != nil {
+	e, err := m.entryAt(rel)
+	if err != nil {
 		return nil, errnoOf(err)
 	}
-	m.chownToCaller(ctx, -1, p)
+	defer e.close()
+	if err := unix.Mknodat(e.dir, e.name, mode, int(rdev)); err != nil {
+		return nil, errnoOf(err)
+	}
+	m.chownToCaller(ctx, -1, e, rel)
 	return n.finishCreate(ctx, a, rel, out)
 }
 
@@ -216,11 +224,15 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	if errno := m.checkCreate(a, "symlink", m.target(rel)); errno != 0 {
 		return nil, errno
 	}
-	p := m.abs(rel)
-	if err := unix.Symlink(target, p); err != nil {
+	e, err := m.entryAt(rel)
+	if err != nil {
 		return nil, errnoOf(err)
 	}
-	m.chownToCaller(ctx, -1, p)
+	defer e.close()
+	if err := unix.Symlinkat(target, e.dir, e.name); err != nil {
+		return nil, errnoOf(err)
+	}
+	m.chownToCaller(ctx, -1, e, rel)
 	return n.finishCreate(ctx, a, rel, out)
 }
 
@@ -249,10 +261,10 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno := m.checkCreate(a, "link", t); errno != 0 {
 		return nil, errno
 	}
-	if err := unix.Linkat(unix.AT_FDCWD, m.abs(srcRel), unix.AT_FDCWD, m.abs(rel), 0); err != nil {
+	if err := m.linkRel(srcRel, rel); err != nil {
 		return nil, errnoOf(err)
 	}
-	bs, err := statAt(unix.AT_FDCWD, m.abs(rel), false)
+	bs, err := m.statRel(rel)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -274,13 +286,17 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	}
 	a := m.actor(ctx)
 	t := m.target(rel)
-	p := m.abs(rel)
 	unlock, errno := m.lock(ctx, t)
 	if errno != 0 {
 		return errno
 	}
 	defer unlock()
-	bs, err := statAt(unix.AT_FDCWD, p, false)
+	e, err := m.entryAt(rel)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer e.close()
+	bs, err := statAt(e.dir, e.name, false)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -288,11 +304,15 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno := m.checkChange(a, "unlink", t, &before); errno != 0 {
 		return errno
 	}
-	if err := unix.Unlink(p); err != nil {
+	if err := unix.Unlinkat(e.dir, e.name, 0); err != nil {
 		return errnoOf(err)
 	}
-	// Other hard links of the identity change version too.
-	m.gens.Bump(fileID(&bs.st))
+	// Other hard links of the identity change version too. Without other
+	// links the identity is gone: its inode number may already be reused
+	// by a new file (an agent's publish), whose version must not move.
+	if bs.st.Nlink > 1 {
+		m.gens.Bump(fileID(&bs.st))
+	}
 	m.record(ctx, a, policy.OpUnlink, t, before, "", nil)
 	m.refreshLinks(a, &bs.st, rel, before)
 	return 0
@@ -306,15 +326,35 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	a := m.actor(ctx)
-	p := m.abs(rel)
-	bs, err := statAt(unix.AT_FDCWD, p, false)
+	e, err := m.entryAt(rel)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer e.close()
+	bs, err := statAt(e.dir, e.name, false)
 	if err != nil {
 		return errnoOf(err)
 	}
 	before := m.version(&bs.st)
-	if err := unix.Rmdir(p); err != nil {
+	if err := unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR); err != nil {
 		return errnoOf(err)
 	}
 	m.record(ctx, a, policy.OpUnlink, m.target(rel), before, "", nil)
 	return 0
+}
+
+// linkRel gives the file at srcRel the second name dstRel (linkat without
+// following a final link).
+func (m *mountState) linkRel(srcRel, dstRel string) error {
+	src, err := m.entryAt(srcRel)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	dst, err := m.entryAt(dstRel)
+	if err != nil {
+		return err
+	}
+	defer dst.close()
+	return unix.Linkat(src.dir, src.name, dst.dir, dst.name, 0)
 }

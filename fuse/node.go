@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -11,12 +12,12 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 )
 
-// node is one file, directory or symbolic link of the mount. It embeds
-// go-fuse's LoopbackNode for the operations that need no hook (statfs,
-// readlink) and overrides everything that reads the view or changes the
-// backing tree.
+// node is one file, directory or symbolic link of the mount. It embeds a
+// bare go-fuse Inode (not LoopbackNode, whose operations work on absolute
+// paths and follow links planted in the backing tree) and implements every
+// operation relative to the root descriptor (backing.go).
 type node struct {
-	fs.LoopbackNode
+	fs.Inode
 	m *mountState
 }
 
@@ -60,15 +61,15 @@ var (
 )
 
 // newNode returns an unattached node of mount m.
-func (m *mountState) newNode(rootData *fs.LoopbackRoot) *node {
-	return &node{LoopbackNode: fs.LoopbackNode{RootData: rootData}, m: m}
+func (m *mountState) newNode() *node {
+	return &node{m: m}
 }
 
 // rel is the node's workspace-relative path ("." for the root). A node whose
 // file was unlinked while open has no path; rel then holds a go-fuse
 // placeholder that exists nowhere, so path operations fail with ENOENT.
 func (n *node) rel() string {
-	p := n.Path(n.RootData.RootNode.EmbeddedInode())
+	p := n.Path(n.m.rootInode)
 	if p == "" {
 		return "."
 	}
@@ -105,12 +106,48 @@ func (m *mountState) stableAttr(bs *backingStat) fs.StableAttr {
 // newChild creates (or finds) the inode of a backing file just looked up or
 // created under n.
 func (n *node) newChild(ctx context.Context, bs *backingStat) *fs.Inode {
-	return n.NewInode(ctx, n.m.newNode(n.RootData), n.m.stableAttr(bs))
+	return n.NewInode(ctx, n.m.newNode(), n.m.stableAttr(bs))
 }
 
-// lstat stats the node's backing file (the root follows its own symlink).
+// lstat stats the node's backing file: ESTALE when its name now holds a
+// file of another type or none (see current and staleIfGone).
 func (n *node) lstat() (backingStat, error) {
-	return statAt(unix.AT_FDCWD, n.m.abs(n.rel()), n.IsRoot())
+	bs, err := n.m.statRel(n.rel())
+	if err != nil {
+		return bs, n.staleIfGone(err)
+	}
+	return bs, n.current(&bs)
+}
+
+// current checks that a stat of the node's name can stand for the node.
+// An agent's edit over the socket (or a program in the backing directory)
+// replaces the file under the name by a new inode while the kernel still
+// holds the old node in its name cache. Operations on the old node work on
+// what the name holds now (a new open reads the new file, a stat shows its
+// attributes under the node's inode number), as a name-based program
+// expects; answering ESTALE instead would fail programs whenever the name
+// is replaced again between the kernel's one retry and its open. Only a
+// file of another type cannot stand for the node (the kernel would mark the
+// inode bad): that answers ESTALE, on which the kernel walks the path again
+// with LOOKUP_REVAL and gets a new node.
+func (n *node) current(bs *backingStat) error {
+	if n.IsRoot() {
+		return nil
+	}
+	if n.StableAttr().Mode != bs.st.Mode&syscall.S_IFMT {
+		return unix.ESTALE
+	}
+	return nil
+}
+
+// staleIfGone turns ENOENT for a name the kernel still holds into ESTALE
+// (the kernel then looks the name up again and learns it is gone, so an
+// open(O_CREAT) creates it); a node without a name keeps ENOENT.
+func (n *node) staleIfGone(err error) error {
+	if errors.Is(err, unix.ENOENT) && n.linked() {
+		return unix.ESTALE
+	}
+	return err
 }
 
 // Lookup implements fs.NodeLookuper. Hidden names do not exist.
@@ -119,28 +156,34 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	if n.m.access(rel) == overlay.Hidden {
 		return nil, syscall.ENOENT
 	}
-	bs, err := statAt(unix.AT_FDCWD, n.m.abs(rel), false)
+	bs, err := n.m.statRel(rel)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
 	fillAttr(&out.Attr, &bs.st)
-	return n.newChild(ctx, &bs), 0
+	child := n.newChild(ctx, &bs)
+	out.Ino = child.StableAttr().Ino
+	return child, 0
 }
 
-// Getattr implements fs.NodeGetattrer, from the open handle when there is
-// one (a file unlinked while open still has attributes).
-func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
-	var bs backingStat
-	var err error
-	if h := asHandle(f); h != nil {
-		bs, err = fstat(h.fd())
-	} else {
-		bs, err = n.lstat()
+// attrStat is the stat Getattr reports: the open handle's file when
+// go-fuse passes one (a file unlinked while open still has attributes),
+// else the file the node's name holds (node.current).
+func (n *node) attrStat(h *handle) (backingStat, error) {
+	if h == nil {
+		return n.lstat()
 	}
+	return fstat(h.fd())
+}
+
+// Getattr implements fs.NodeGetattrer (see attrStat).
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
+	bs, err := n.attrStat(asHandle(f))
 	if err != nil {
 		return errnoOf(err)
 	}
 	fillAttr(&out.Attr, &bs.st)
+	out.Ino = n.StableAttr().Ino
 	return 0
 }
 
@@ -153,16 +196,52 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags uint32, mask ui
 	if h := asHandle(f); h != nil {
 		err = unix.Statx(h.fd(), "", int(flags)|unix.AT_EMPTY_PATH, int(mask), &x)
 	} else {
-		if !n.IsRoot() {
-			flags |= unix.AT_SYMLINK_NOFOLLOW
+		var e entry
+		if e, err = n.m.entryAt(n.rel()); err == nil {
+			err = unix.Statx(e.dir, e.name, int(flags)|unix.AT_SYMLINK_NOFOLLOW, int(mask)|unix.STATX_BTIME, &x)
+			e.close()
 		}
-		err = unix.Statx(unix.AT_FDCWD, n.m.abs(n.rel()), int(flags), int(mask), &x)
+		if err != nil {
+			err = n.staleIfGone(err)
+		} else {
+			err = n.current(statxBacking(&x))
+		}
 	}
 	if err != nil {
 		return errnoOf(err)
 	}
 	out.FromStatx(&x)
+	out.Ino = n.StableAttr().Ino
 	return 0
+}
+
+// Statfs implements fs.NodeStatfser: the backing filesystem's numbers.
+func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno {
+	var s syscall.Statfs_t
+	if err := syscall.Fstatfs(n.m.rootFd, &s); err != nil {
+		return errnoOf(err)
+	}
+	out.FromStatfsT(&s)
+	return 0
+}
+
+// Readlink implements fs.NodeReadlinker.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	e, err := n.m.entryAt(n.rel())
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	defer e.close()
+	for l := 256; ; l *= 2 {
+		buf := make([]byte, l)
+		sz, err := unix.Readlinkat(e.dir, e.name, buf)
+		if err != nil {
+			return nil, errnoOf(n.staleIfGone(err))
+		}
+		if sz < len(buf) {
+			return buf[:sz], 0
+		}
+	}
 }
 
 // Tmpfile implements fs.NodeTmpfiler: O_TMPFILE is not offered (a file

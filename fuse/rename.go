@@ -45,13 +45,22 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 	a := m.actor(ctx)
 	srcT, dstT := m.target(srcRel), m.target(dstRel)
-	srcAbs, dstAbs := m.abs(srcRel), m.abs(dstRel)
 	unlock, errno := m.lock(ctx, srcT, dstT)
 	if errno != 0 {
 		return errno
 	}
 	defer unlock()
-	src, err := statAt(unix.AT_FDCWD, srcAbs, false)
+	srcE, err := m.entryAt(srcRel)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer srcE.close()
+	dstE, err := m.entryAt(dstRel)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer dstE.close()
+	src, err := statAt(srcE.dir, srcE.name, false)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -59,7 +68,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	srcBefore := m.version(&src.st)
-	dst, err := statAt(unix.AT_FDCWD, dstAbs, false)
+	dst, err := statAt(dstE.dir, dstE.name, false)
 	dstExists := err == nil
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return errnoOf(err)
@@ -98,18 +107,18 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	}
 
-	if err := unix.Renameat2(unix.AT_FDCWD, srcAbs, unix.AT_FDCWD, dstAbs, uint(flags)); err != nil {
+	if err := unix.Renameat2(srcE.dir, srcE.name, dstE.dir, dstE.name, uint(flags)); err != nil {
 		return errnoOf(err)
 	}
 
-	moved, err := statAt(unix.AT_FDCWD, dstAbs, false)
+	moved, err := statAt(dstE.dir, dstE.name, false)
 	if err != nil {
 		m.log.Warn("stat renamed file", "path", dstRel, "err", err)
 		return 0
 	}
 	movedAfter := m.bump(&moved.st)
 	if exchange {
-		other, err := statAt(unix.AT_FDCWD, srcAbs, false)
+		other, err := statAt(srcE.dir, srcE.name, false)
 		if err != nil {
 			m.log.Warn("stat exchanged file", "path", srcRel, "err", err)
 			return 0
@@ -122,7 +131,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		m.observe(a, dstT, policy.Present(movedAfter))
 		return 0
 	}
-	if dstExists && fileID(&dst.st) != fileID(&moved.st) {
+	// The replaced identity changes version when it lives on under other
+	// names; without them its inode number may already be reused by a new
+	// file (an agent's publish), whose version must not move.
+	if dstExists && fileID(&dst.st) != fileID(&moved.st) && dst.st.Nlink > 1 && !isDir(&dst.st) {
 		m.gens.Bump(fileID(&dst.st))
 	}
 	m.record(ctx, a, policy.OpRename, srcT, srcBefore, movedAfter, &dstT)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/policy"
 )
@@ -65,7 +66,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if h != nil {
 		errno = h.lf.Setattr(ctx, in, out)
 	} else {
-		errno = n.LoopbackNode.Setattr(ctx, nil, in, out)
+		errno = errnoOf(n.setattrBacking(in))
 	}
 	if errno != 0 {
 		return errno
@@ -94,4 +95,76 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	}
 	fillAttr(&out.Attr, &after.st)
 	return 0
+}
+
+// setattrBacking applies a SETATTR without an open handle to the node's own
+// backing file, opened as O_PATH without following a link (a file swapped
+// for a link out of band is never changed through it): chmod and truncate
+// through procPath (the descriptor's inode, not a name), chown on the
+// descriptor, times on the name in its directory without following it.
+// Truncation comes before the times, so an explicit mtime is kept.
+func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
+	e, err := n.m.entryAt(n.rel())
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	fd, err := e.pathFd()
+	if err != nil {
+		return n.staleIfGone(err)
+	}
+	defer unix.Close(fd)
+	bs, err := fstat(fd)
+	if err == nil {
+		err = n.current(&bs)
+	}
+	if err != nil {
+		return err
+	}
+	link := bs.st.Mode&syscall.S_IFMT == syscall.S_IFLNK
+	if mode, ok := in.GetMode(); ok {
+		if link {
+			return unix.EOPNOTSUPP
+		}
+		if err := unix.Chmod(procPath(fd), mode&07777); err != nil {
+			return err
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		suid, sgid := -1, -1
+		if uok {
+			suid = int(uid)
+		}
+		if gok {
+			sgid = int(gid)
+		}
+		if err := unix.Fchownat(fd, "", suid, sgid, unix.AT_EMPTY_PATH); err != nil {
+			return err
+		}
+	}
+	if size, ok := in.GetSize(); ok {
+		if bs.st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return unix.EINVAL
+		}
+		if err := unix.Truncate(procPath(fd), int64(size)); err != nil {
+			return err
+		}
+	}
+	mtime, mok := in.GetMTime()
+	atime, aok := in.GetATime()
+	if mok || aok {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if aok {
+			ts[0] = unix.NsecToTimespec(atime.UnixNano())
+		}
+		if mok {
+			ts[1] = unix.NsecToTimespec(mtime.UnixNano())
+		}
+		if err := unix.UtimesNanoAt(e.dir, e.name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -44,7 +44,12 @@ func statx(dirfd int, path string, flags int) (backingStat, error) {
 	if err != nil {
 		return backingStat{}, err
 	}
-	var bs backingStat
+	return *statxBacking(&x), nil
+}
+
+// statxBacking converts a statx(2) answer.
+func statxBacking(x *unix.Statx_t) *backingStat {
+	bs := new(backingStat)
 	st := &bs.st
 	st.Dev = unix.Mkdev(x.Dev_major, x.Dev_minor)
 	st.Ino = x.Ino
@@ -62,7 +67,7 @@ func statx(dirfd int, path string, flags int) (backingStat, error) {
 	if x.Mask&unix.STATX_BTIME != 0 {
 		bs.btime = uint64(x.Btime.Sec)*1e9 + uint64(x.Btime.Nsec)
 	}
-	return bs, nil
+	return bs
 }
 
 // sameData reports whether two stats of one file show no change of its

@@ -28,6 +28,30 @@ func xattrReply(value, dest []byte) (uint32, syscall.Errno) {
 	return uint32(copy(dest, value)), 0
 }
 
+// xattrFd opens the node's own file as O_PATH for an attribute call
+// through procPath; a symbolic link (whose attributes cannot be reached
+// without following it) answers link. The caller closes the descriptor.
+func (n *node) xattrFd() (fd int, link bool, err error) {
+	e, err := n.m.entryAt(n.rel())
+	if err != nil {
+		return -1, false, err
+	}
+	defer e.close()
+	fd, err = e.pathFd()
+	if err != nil {
+		return -1, false, n.staleIfGone(err)
+	}
+	bs, err := fstat(fd)
+	if err == nil {
+		err = n.current(&bs)
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return -1, false, err
+	}
+	return fd, bs.st.Mode&syscall.S_IFMT == syscall.S_IFLNK, nil
+}
+
 // Getxattr implements fs.NodeGetxattrer.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	rel := n.rel()
@@ -41,7 +65,15 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		}
 		return xattrReply([]byte(n.m.version(&bs.st)), dest)
 	}
-	sz, err := unix.Lgetxattr(n.m.abs(rel), attr, dest)
+	fd, link, err := n.xattrFd()
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	defer unix.Close(fd)
+	if link {
+		return 0, syscall.ENODATA
+	}
+	sz, err := unix.Getxattr(procPath(fd), attr, dest)
 	if err != nil {
 		return uint32(max(sz, 0)), errnoOf(err)
 	}
@@ -55,15 +87,20 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	if n.m.access(rel) == overlay.Hidden {
 		return 0, syscall.ENOENT
 	}
-	p := n.m.abs(rel)
+	fd, link, err := n.xattrFd()
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	defer unix.Close(fd)
 	var names []byte
-	for {
-		sz, err := unix.Llistxattr(p, nil)
+	for !link {
+		p := procPath(fd)
+		sz, err := unix.Listxattr(p, nil)
 		if err != nil {
 			return 0, errnoOf(err)
 		}
 		names = make([]byte, sz)
-		sz, err = unix.Llistxattr(p, names)
+		sz, err = unix.Listxattr(p, names)
 		if err == unix.ERANGE {
 			continue // grew between the two calls
 		}
@@ -82,7 +119,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if attr == VersionXattr {
 		return syscall.EPERM
 	}
-	return n.changeXattr(ctx, func(p string) error { return unix.Lsetxattr(p, attr, data, int(flags)) })
+	return n.changeXattr(ctx, func(p string) error { return unix.Setxattr(p, attr, data, int(flags)) })
 }
 
 // Removexattr implements fs.NodeRemovexattrer; VersionXattr cannot be
@@ -91,10 +128,11 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if attr == VersionXattr {
 		return syscall.EPERM
 	}
-	return n.changeXattr(ctx, func(p string) error { return unix.Lremovexattr(p, attr) })
+	return n.changeXattr(ctx, func(p string) error { return unix.Removexattr(p, attr) })
 }
 
-// changeXattr applies an attribute change and records it as a setattr.
+// changeXattr applies an attribute change (through the procPath of the
+// node's own file) and records it as a setattr.
 func (n *node) changeXattr(ctx context.Context, change func(path string) error) syscall.Errno {
 	m := n.m
 	rel := n.rel()
@@ -102,15 +140,22 @@ func (n *node) changeXattr(ctx context.Context, change func(path string) error) 
 		return errno
 	}
 	a := m.actor(ctx)
-	p := m.abs(rel)
-	before, err := statAt(unix.AT_FDCWD, p, n.IsRoot())
+	fd, link, err := n.xattrFd()
 	if err != nil {
 		return errnoOf(err)
 	}
-	if err := change(p); err != nil {
+	defer unix.Close(fd)
+	if link {
+		return syscall.EPERM // as the disk answers for user attributes of links
+	}
+	before, err := fstat(fd)
+	if err != nil {
 		return errnoOf(err)
 	}
-	after, err := statAt(unix.AT_FDCWD, p, n.IsRoot())
+	if err := change(procPath(fd)); err != nil {
+		return errnoOf(err)
+	}
+	after, err := fstat(fd)
 	if err != nil {
 		return errnoOf(err)
 	}

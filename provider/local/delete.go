@@ -36,15 +36,21 @@ func (fs *FS) DeleteFile(ctx context.Context, t provider.Target, expected *provi
 	return provider.DeleteOutcome{Before: basis(data, fs.maxBasis)}, nil
 }
 
-// unlink removes the probed file, bumps the generation of its identity (so a
-// surviving hard link gets a new version) and fsyncs the directory. removed
+// unlink removes the probed file, bumps the generation of its identity when
+// a hard link survives (so that link gets a new version) and fsyncs the
+// directory. removed
 // tells whether the name is gone, even when the fsync then failed.
 func (fs *FS) unlink(p *probe) (removed bool, err error) {
 	dirFD := int(p.dir.Fd())
 	if err := retryEINTR0(func() error { return unix.Unlinkat(dirFD, p.name, 0) }); err != nil {
 		return false, pathErr("unlinkat", p.rel, err)
 	}
-	fs.gens.Bump(FileIDOf(&p.st))
+	// Only a surviving identity (other hard links) needs a new version. Once
+	// the last name is gone its inode number may already belong to a file
+	// published meanwhile, whose fresh version a bump would make stale.
+	if p.st.Nlink > 1 {
+		fs.gens.Bump(FileIDOf(&p.st))
+	}
 	if err := fs.syncDir(p.dir); err != nil {
 		return true, pathErr("fsync", p.dirRel, err)
 	}
