@@ -187,21 +187,6 @@ func (d *daemon) stop() {
 	}
 }
 
-// kill9 kills the daemon without letting it clean up (crash tests).
-func (d *daemon) kill9() {
-	if d.Client != nil {
-		d.Client.Close()
-		d.Client = nil
-	}
-	_ = d.cmd.Process.Kill()
-	select {
-	case err := <-d.exited:
-		d.exited <- err
-	case <-time.After(15 * time.Second):
-		d.t.Errorf("dshmount serve (pid %d) did not die 15s after SIGKILL", d.cmd.Process.Pid)
-	}
-}
-
 // dirs returns the daemon's directories for a restart.
 func (d *daemon) dirs() *daemonDirs { return &daemonDirs{Src: d.Src, Mnt: d.Mnt, State: d.State} }
 
