@@ -12,6 +12,7 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // creatable checks that a new name may appear at rel: hidden names cannot
@@ -307,12 +308,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err := unix.Unlinkat(e.dir, e.name, 0); err != nil {
 		return errnoOf(err)
 	}
-	// Other hard links of the identity change version too. Without other
-	// links the identity is gone: its inode number may already be reused
-	// by a new file (an agent's publish), whose version must not move.
-	if bs.st.Nlink > 1 {
-		m.gens.Bump(fileID(&bs.st))
-	}
+	local.BumpIfLinked(m.gens, &bs.st) // other hard links change version too
 	m.record(ctx, a, policy.OpUnlink, t, before, "", nil)
 	m.refreshLinks(a, &bs.st, rel, before)
 	return 0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // Rename implements fs.NodeRenamer, with RENAME_NOREPLACE and
@@ -132,10 +133,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return 0
 	}
 	// The replaced identity changes version when it lives on under other
-	// names; without them its inode number may already be reused by a new
-	// file (an agent's publish), whose version must not move.
-	if dstExists && fileID(&dst.st) != fileID(&moved.st) && dst.st.Nlink > 1 && !isDir(&dst.st) {
-		m.gens.Bump(fileID(&dst.st))
+	// names (a rename onto another name of the same file replaces nothing).
+	if dstExists && fileID(&dst.st) != fileID(&moved.st) {
+		local.BumpIfLinked(m.gens, &dst.st)
 	}
 	m.record(ctx, a, policy.OpRename, srcT, srcBefore, movedAfter, &dstT)
 	return 0

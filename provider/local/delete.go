@@ -45,12 +45,7 @@ func (fs *FS) unlink(p *probe) (removed bool, err error) {
 	if err := retryEINTR0(func() error { return unix.Unlinkat(dirFD, p.name, 0) }); err != nil {
 		return false, pathErr("unlinkat", p.rel, err)
 	}
-	// Only a surviving identity (other hard links) needs a new version. Once
-	// the last name is gone its inode number may already belong to a file
-	// published meanwhile, whose fresh version a bump would make stale.
-	if p.st.Nlink > 1 {
-		fs.gens.Bump(FileIDOf(&p.st))
-	}
+	BumpIfLinked(fs.gens, &p.st)
 	if err := fs.syncDir(p.dir); err != nil {
 		return true, pathErr("fsync", p.dirRel, err)
 	}

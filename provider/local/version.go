@@ -87,3 +87,15 @@ func sizeOf(st *unix.Stat_t) int64 {
 	}
 	return 0
 }
+
+// BumpIfLinked advances the generation of an identity that just lost one
+// name, but only while other hard links keep it alive (they must get a new
+// version). Once the last name is gone, its inode number may already belong
+// to a file published meanwhile, whose fresh version a bump would make
+// stale. The provider's delete and the FUSE layer's unlink and rename-over
+// share this rule.
+func BumpIfLinked(gens provider.Generations, st *unix.Stat_t) {
+	if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		gens.Bump(FileIDOf(st))
+	}
+}
