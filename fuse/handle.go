@@ -180,13 +180,23 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 	// its temporary object file to the final name before the kernel
 	// releases the handle; a second record then would bump the version
 	// behind the session's back).
-	changed := h.dirty.Swap(false) || (h.pt && !sameData(&bs.st, &h.last)) || (final && h.pt && !h.recorded)
+	dirty := h.dirty.Swap(false)
+	changed := dirty || (h.pt && !sameData(&bs.st, &h.last)) || (final && h.pt && !h.recorded)
 	if !changed {
 		return
 	}
+	actor := h.actor
+	if final && h.recorded && !dirty {
+		// RELEASE arrives after close() has returned and after the flush
+		// that already recorded this handle's writes, so a stat change
+		// seen only now may be someone else's (out of band). It is
+		// bumped and audited, but the bound session is not credited with
+		// having seen it: its guard stays strict.
+		actor.Session = ""
+	}
 	after := m.bump(&bs.st)
 	rel := h.path(&bs.st)
-	m.record(ctx, h.actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
+	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
 	h.last, h.lastVer, h.recorded = bs.st, after, true
 }
 
