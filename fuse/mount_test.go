@@ -3,6 +3,7 @@ package fuse
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,29 +62,12 @@ func runChildMount(dir string) error {
 }
 
 func TestCleanupStale_DetachesTheMountOfACrashedDaemon(t *testing.T) {
-	requireFuse(t)
-	dir := t.TempDir()
-	for _, d := range []string{"src", "mnt"} {
-		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o755))
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "src", "a.txt"), []byte("a"), 0o644))
+	dir, child := startChildMount(t)
 	mnt := filepath.Join(dir, "mnt")
-
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), childEnv+"="+dir)
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "ready\n", line)
-	_, err = os.Stat(filepath.Join(mnt, "a.txt"))
-	require.NoError(t, err, "the child serves the mount")
 
 	require.NoError(t, child.Process.Kill())
 	_ = child.Wait()
-	_, err = os.ReadDir(mnt)
+	_, err := os.ReadDir(mnt)
 	require.ErrorIs(t, err, syscall.ENOTCONN, "a crashed daemon leaves a dead mount")
 
 	require.NoError(t, CleanupStale(mnt))
@@ -92,6 +76,72 @@ func TestCleanupStale_DetachesTheMountOfACrashedDaemon(t *testing.T) {
 	assert.False(t, isMounted(t, mnt))
 	_, err = os.Stat(filepath.Join(mnt, "a.txt"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the bare mountpoint directory is back")
+}
+
+// startChildMount starts a daemon in a child process serving dir/src on
+// dir/mnt (with a.txt in it).
+func startChildMount(t *testing.T) (dir string, child *exec.Cmd) {
+	t.Helper()
+	requireFuse(t)
+	dir = t.TempDir()
+	for _, d := range []string{"src", "mnt"} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "src", "a.txt"), []byte("a"), 0o644))
+	child = exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"="+dir)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	_, err = os.Stat(filepath.Join(dir, "mnt", "a.txt"))
+	require.NoError(t, err, "the child serves the mount")
+	return dir, child
+}
+
+func TestAbortConnection_FreesTheMountOfADaemonThatNoLongerAnswers(t *testing.T) {
+	dir, child := startChildMount(t)
+	mnt := filepath.Join(dir, "mnt")
+	device, err := MountDevice(mnt)
+	require.NoError(t, err)
+	require.Regexp(t, `^0:[0-9]+$`, device, "a FUSE mount has an anonymous device")
+
+	// A stopped daemon answers nothing: a program touching the mount would
+	// hang. (A killed daemon stuck in the kernel is the same to the mount.)
+	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
+	hung := make(chan error, 1)
+	go func() { _, err := os.ReadDir(mnt); hung <- err }()
+	select {
+	case err := <-hung:
+		t.Fatalf("ReadDir on the mount of a stopped daemon returned (%v); the test does not exercise a hung mount", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	require.NoError(t, AbortConnection(device))
+	select {
+	case err := <-hung:
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENOTCONN),
+			"the waiting program is released with ECONNABORTED or ENOTCONN, got %v", err)
+		_, err = os.ReadDir(mnt)
+		require.ErrorIs(t, err, syscall.ENOTCONN, "the mount is dead")
+	case <-time.After(10 * time.Second):
+		t.Fatal("aborting the connection did not release the waiting program")
+	}
+	require.NoError(t, CleanupStale(mnt), "an aborted mount is a dead mount")
+	assert.False(t, isMounted(t, mnt))
+	again, err := MountDevice(mnt)
+	require.NoError(t, err)
+	assert.Empty(t, again, "nothing is mounted there any more")
+
+	err = AbortConnection(device)
+	require.ErrorIs(t, err, ErrNoConnection, "the connection ended with its mount")
+	require.Error(t, AbortConnection("garbage"))
+	require.Error(t, AbortConnection("0:../../x"))
 }
 
 func TestCleanupStale_LiveMountIsAnErrorAndPlainDirIsFine(t *testing.T) {

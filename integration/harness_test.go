@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +76,8 @@ type daemon struct {
 	logPath string
 	Client  *control.Client
 	exited  chan error
+	ready   chan string    // the ready line
+	gate    io.WriteCloser // stdin of a Gated daemon's shell, until release
 }
 
 // daemonOptions adjust startDaemon.
@@ -82,6 +85,11 @@ type daemonOptions struct {
 	Args  []string          // extra serve flags
 	Files map[string]string // initial workspace files (relative path → content)
 	Dirs  *daemonDirs       // reuse directories (restart tests)
+	// Gated starts the process at once but lets it exec dshmount only at
+	// release. A process forked while the test holds files open on a hung
+	// mount would hang at exec (closing them flushes to the dead daemon);
+	// one forked earlier does not hold them.
+	Gated bool
 }
 
 // daemonDirs are the directories of a daemon, kept across restarts.
@@ -112,11 +120,18 @@ func startDaemon(t *testing.T, opts daemonOptions) *daemon {
 	args := append([]string{"serve", "--state", d.State, "--socket", d.Socket}, opts.Args...)
 	args = append(args, d.Src, d.Mnt)
 	d.cmd = exec.Command(dshBinary, args...)
+	if opts.Gated {
+		d.cmd = exec.Command("/bin/sh", append([]string{"-c", `read -r _ && exec "$0" "$@"`, dshBinary}, args...)...)
+		if d.gate, err = d.cmd.StdinPipe(); err != nil {
+			require.NoError(t, err)
+		}
+	}
 	stdout, err := d.cmd.StdoutPipe()
 	require.NoError(t, err)
 	d.cmd.Stderr = logFile
 	require.NoError(t, d.cmd.Start())
-	ready := make(chan string, 1)
+	d.ready = make(chan string, 1)
+	ready := d.ready
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -132,17 +147,37 @@ func startDaemon(t *testing.T, opts daemonOptions) *daemon {
 	}()
 	go func() { d.exited <- d.cmd.Wait(); logFile.Close() }()
 	t.Cleanup(d.stop)
+	if opts.Gated {
+		return d
+	}
+	d.waitReady()
+	return d
+}
+
+// release lets a Gated daemon exec dshmount and waits until it is ready.
+func (d *daemon) release() {
+	d.t.Helper()
+	_, err := io.WriteString(d.gate, "go\n")
+	require.NoError(d.t, err, "release the gated daemon")
+	require.NoError(d.t, d.gate.Close())
+	d.waitReady()
+}
+
+// waitReady waits for the daemon's ready line and dials its socket.
+func (d *daemon) waitReady() {
+	t := d.t
+	t.Helper()
 	select {
-	case <-ready:
+	case <-d.ready:
 	case err := <-d.exited:
 		d.exited <- err
 		t.Fatalf("dshmount serve exited before ready: %v\n%s", err, d.log())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("dshmount serve not ready after 30s\n%s", d.log())
 	}
+	var err error
 	d.Client, err = control.Dial(d.Socket)
 	require.NoError(t, err, "dial control socket")
-	return d
 }
 
 // log returns the daemon's stderr so far.

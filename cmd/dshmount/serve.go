@@ -52,7 +52,7 @@ func runServe(ctx context.Context, args []string, sio stdio) int {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(sio.err, &slog.HandlerOptions{Level: level}))
-	if cfg, err = cfg.resolve(); err != nil {
+	if cfg, err = cfg.resolve(logger); err != nil {
 		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
 		return exitUsage
 	}
@@ -134,6 +134,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		unmount()
 		return fmt.Errorf("control socket: %w", err)
 	}
+	// Once the mount is live: a next daemon recognises this one by it if it
+	// is killed and cannot exit.
+	if rerr := writeDaemonRecord(cfg.StateDir, cfg.Mountpoint); rerr != nil {
+		log.Warn("a daemon killed with this record missing cannot be recovered automatically", "err", rerr)
+	}
+	defer func() {
+		if rerr := removeDaemonRecord(cfg.StateDir); rerr != nil {
+			log.Warn("clean exit", "err", rerr)
+		}
+	}()
 	log.Info("ready", "source", cfg.Source, "mount", cfg.Mountpoint, "socket", cfg.Socket, "state", cfg.StateDir)
 	fmt.Fprintf(stdout, "ready mount=%s socket=%s\n", cfg.Mountpoint, cfg.Socket)
 

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,7 +19,7 @@ import (
 )
 
 // serveConfig is every knob of `dshmount serve`. The flags map onto it and
-// defaults() is the one place that fills what the flags left empty.
+// withStateDir() and defaults() fill what the flags left empty.
 type serveConfig struct {
 	Source     string        // workspace directory (canonical after resolve)
 	Mountpoint string        // where the view is mounted (absolute after resolve)
@@ -146,7 +147,7 @@ Flags:
 // refuses a mountpoint that is the workspace, inside it, or above it: the
 // daemon works on the backing directory by path and must never reach its
 // own mountpoint.
-func (c serveConfig) resolve() (serveConfig, error) {
+func (c serveConfig) resolve(log *slog.Logger) (serveConfig, error) {
 	src, err := filepath.Abs(c.Source)
 	if err != nil {
 		return c, fmt.Errorf("source %s: %w", c.Source, err)
@@ -166,7 +167,14 @@ func (c serveConfig) resolve() (serveConfig, error) {
 		return c, fmt.Errorf("mountpoint %s: %w", c.Mountpoint, err)
 	}
 	// A dead mount left by a crashed daemon cannot even be stat'ed; clear it
-	// before resolving the path.
+	// before resolving the path. A killed daemon stuck in the kernel keeps
+	// its mount hung instead of dead: abort its connection first.
+	if c, err = c.withStateDir(); err != nil {
+		return c, err
+	}
+	if err := recoverPredecessor(c.StateDir, log); err != nil {
+		return c, err
+	}
 	if err := fuse.CleanupStale(mp); err != nil {
 		return c, err
 	}
@@ -190,8 +198,9 @@ func (c serveConfig) resolve() (serveConfig, error) {
 	return c.defaults()
 }
 
-// defaults fills the state directory and socket path.
-func (c serveConfig) defaults() (serveConfig, error) {
+// withStateDir fills the default state directory (one per source) and
+// makes it absolute.
+func (c serveConfig) withStateDir() (serveConfig, error) {
 	if c.StateDir == "" {
 		base := os.Getenv("XDG_STATE_HOME")
 		if base == "" {
@@ -209,12 +218,18 @@ func (c serveConfig) defaults() (serveConfig, error) {
 		return c, fmt.Errorf("state directory %s: %w", c.StateDir, err)
 	}
 	c.StateDir = st
+	return c, nil
+}
+
+// defaults checks the state directory and fills the socket path.
+func (c serveConfig) defaults() (serveConfig, error) {
 	if within(c.StateDir, c.Mountpoint) || c.StateDir == c.Mountpoint {
 		return c, fmt.Errorf("state directory %s is inside MOUNTPOINT; choose another --state", c.StateDir)
 	}
 	if c.Socket == "" {
 		c.Socket = filepath.Join(c.StateDir, "run", "control.sock")
 	}
+	var err error
 	if c.Socket, err = filepath.Abs(c.Socket); err != nil {
 		return c, fmt.Errorf("socket %s: %w", c.Socket, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +39,7 @@ func TestServeConfig_MountpointMustStayOutOfTheWorkspace(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := serveConfig{Source: c.source, Mountpoint: c.mount, StateDir: filepath.Join(dir, "state")}
-			_, err := cfg.resolve()
+			_, err := cfg.resolve(slog.New(slog.DiscardHandler))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 		})
@@ -65,7 +66,7 @@ func TestServeConfig_DefaultsLiveInOnePlace(t *testing.T) {
 	assert.Equal(t, defaultGrace, cfg.Grace)
 	assert.True(t, cfg.Passthrough)
 
-	cfg, err = cfg.resolve()
+	cfg, err = cfg.resolve(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	state := filepath.Dir(filepath.Dir(cfg.Socket))
 	assert.Equal(t, cfg.StateDir, state)
@@ -73,12 +74,12 @@ func TestServeConfig_DefaultsLiveInOnePlace(t *testing.T) {
 	assert.True(t, strings.HasPrefix(filepath.Base(cfg.StateDir), "project-"), cfg.StateDir)
 	assert.Equal(t, filepath.Join(cfg.StateDir, "run", "control.sock"), cfg.Socket)
 
-	again, err := serveConfig{Source: src, Mountpoint: mnt}.resolve()
+	again, err := serveConfig{Source: src, Mountpoint: mnt}.resolve(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	assert.Equal(t, cfg.StateDir, again.StateDir, "the state directory is stable for one workspace")
 
 	long := serveConfig{Source: src, Mountpoint: mnt, Socket: "/" + strings.Repeat("s", 120)}
-	_, err = long.resolve()
+	_, err = long.resolve(slog.New(slog.DiscardHandler))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--socket")
 

@@ -1,0 +1,425 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// crashKills is the number of kill -9 / restart cycles.
+const crashKills = 10
+
+// crashOpsPerStep: cycle k kills the daemon after k*crashOpsPerStep
+// acknowledged writes, so every cycle stops the load at another moment.
+const crashOpsPerStep = 6
+
+// How a crash-test file is written.
+const (
+	writeInPlace = "mount-in-place" // open O_TRUNC, write, fsync: acknowledged when fsync returns
+	writeAtomic  = "mount-atomic"   // temp file, fsync, rename over: acknowledged when rename returns
+	writeSocket  = "socket"         // fs.write: acknowledged when the response arrives
+)
+
+// crashFile is the ledger of one file: what was acknowledged, what was in
+// flight, and every version token the daemon issued for it.
+type crashFile struct {
+	name, how string
+
+	mu       sync.Mutex
+	seq      int
+	acked    string
+	inflight string                      // "" when no write is in flight
+	tokens   map[provider.Version]string // token → content it was issued for ("" unknown)
+}
+
+// next starts a write: it returns the new content and marks it in flight.
+func (f *crashFile) next(cycle int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	// Multi-page content, unique per write, so a torn or mixed file shows.
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s seq=%d cycle=%d\n", f.name, f.seq, cycle)
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&b, "%s/%d/%04d ........................\n", f.name, f.seq, i)
+	}
+	f.inflight = b.String()
+	return f.inflight
+}
+
+// ack records that content was acknowledged (tok: its version, if known).
+func (f *crashFile) ack(content string, tok provider.Version) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acked = content
+	if f.inflight == content {
+		f.inflight = ""
+	}
+	if tok != "" {
+		f.tokens[tok] = content
+	}
+}
+
+// token records a version seen by a read.
+func (f *crashFile) token(tok provider.Version) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.tokens[tok]; !ok {
+		f.tokens[tok] = ""
+	}
+}
+
+// crashLoad is one cycle's write load.
+type crashLoad struct {
+	d         *daemon
+	cycle     int
+	killAfter int64
+	acks      atomic.Int64
+	killNow   chan struct{}
+	killOnce  sync.Once
+	killed    atomic.Bool
+	mu        sync.Mutex
+	errs      []string
+	ops       atomic.Int64
+}
+
+func (l *crashLoad) acked() {
+	if l.acks.Add(1) >= l.killAfter {
+		l.killOnce.Do(func() { close(l.killNow) })
+	}
+}
+
+// fail records an error; errors after the kill are the crash itself.
+func (l *crashLoad) fail(f *crashFile, step string, err error) {
+	if l.killed.Load() {
+		return
+	}
+	l.mu.Lock()
+	l.errs = append(l.errs, fmt.Sprintf("%s (%s) %s: %v", f.name, f.how, step, err))
+	l.mu.Unlock()
+}
+
+// TestCrash_Kill9MidLoadKeepsAcknowledgedWritesAndStalesOldTokens kills the
+// daemon with SIGKILL under a write load through the mount and the socket,
+// ten times at different moments, restarting it each time on the same
+// mountpoint and state directory.
+func TestCrash_Kill9MidLoadKeepsAcknowledgedWritesAndStalesOldTokens(t *testing.T) {
+	var files []*crashFile
+	initial := map[string]string{}
+	for _, how := range []string{writeInPlace, writeAtomic, writeSocket} {
+		for i := 0; i < 4; i++ {
+			f := &crashFile{name: fmt.Sprintf("%s-%d.txt", how, i), how: how, tokens: map[provider.Version]string{}}
+			f.acked = "initial " + f.name + "\n"
+			initial[f.name] = f.acked
+			files = append(files, f)
+		}
+	}
+	d := startDaemon(t, daemonOptions{Files: initial})
+	dirs := d.dirs()
+	daemons := []*daemon{d}
+	t.Cleanup(func() {
+		// A failure between a kill and the restart leaves a dead mount.
+		if mounted(dirs.Mnt) {
+			_ = syscall.Unmount(dirs.Mnt, syscall.MNT_DETACH)
+		}
+	})
+	totalOps, stuckCycles := int64(0), 0
+
+	for k := 1; k <= crashKills; k++ {
+		// The next daemon is forked now, while the test holds no file on
+		// the mount (see daemonOptions.Gated).
+		next := startDaemon(t, daemonOptions{Dirs: dirs, Gated: true})
+		l := &crashLoad{d: d, cycle: k, killAfter: int64(k * crashOpsPerStep), killNow: make(chan struct{})}
+		var wg sync.WaitGroup
+		for _, f := range files {
+			wg.Add(1)
+			go func() { defer wg.Done(); l.writer(t, f) }()
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); l.reader(files) }()
+
+		select {
+		case <-l.killNow:
+		case <-time.After(time.Minute):
+			l.killed.Store(true)
+			killHard(t, d)
+			wg.Wait()
+			t.Fatalf("cycle %d: only %d writes acknowledged in a minute; errors: %v", k, l.acks.Load(), l.errs)
+		}
+		l.killed.Store(true)
+		stuck := killHard(t, d)
+		if !stuck {
+			wg.Wait()
+			// Opening the directory always reaches the (dead) daemon.
+			_, err := os.ReadDir(d.Mnt)
+			require.ErrorIs(t, err, syscall.ENOTCONN, "cycle %d: the killed daemon leaves a dead mount behind", k)
+		} else {
+			// The writers hang on the mount until the restart aborts
+			// the stuck daemon's connection.
+			stuckCycles++
+		}
+
+		old := d
+		next.release()
+		d = next
+		daemons = append(daemons, d)
+		wg.Wait()
+		totalOps += l.ops.Load()
+		require.Empty(t, l.errs, "cycle %d: writes failed before the kill", k)
+		require.True(t, mounted(d.Mnt), "cycle %d: the restarted daemon mounts again", k)
+		if stuck {
+			select {
+			case err := <-old.exited:
+				old.exited <- err
+			case <-time.After(30 * time.Second):
+				t.Fatalf("cycle %d: the stuck daemon pid %d still exists after the restart; its threads: %s", k, old.pid(), stuckThreads(old.pid()))
+			}
+			assert.Contains(t, d.log(), "aborting its FUSE connection", "cycle %d: the restart says why it aborted a connection", k)
+		}
+		verifyAfterCrash(t, d, files, k)
+		t.Logf("cycle %d: killed after %d acknowledged writes (%d started)", k, l.acks.Load(), l.ops.Load())
+	}
+	t.Logf("%d kills, %d writes started in all; %d killed daemons were stuck in the kernel and recovered by the restart", crashKills, totalOps, stuckCycles)
+	stopAndCheckRaces(t, d)
+	for _, dd := range daemons[:len(daemons)-1] {
+		assertNoDataRace(t, dd)
+	}
+}
+
+// writer rewrites one file until the daemon dies.
+func (l *crashLoad) writer(t *testing.T, f *crashFile) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var c *control.Client
+	var sess policy.SessionID
+	if f.how == writeSocket {
+		var err error
+		if c, err = control.Dial(l.d.Socket); err != nil {
+			l.fail(f, "dial", err)
+			return
+		}
+		defer c.Close()
+		if sess, err = c.OpenSession(ctx, f.name); err != nil {
+			l.fail(f, "session.open", err)
+			return
+		}
+		// The guarded write path: observe first.
+		rd, err := c.Read(ctx, control.ReadParams{Path: f.name, Session: sess})
+		if err != nil {
+			l.fail(f, "read", err)
+			return
+		}
+		f.token(rd.Version)
+	}
+	for !l.killed.Load() {
+		content := f.next(l.cycle)
+		l.ops.Add(1)
+		var tok provider.Version
+		var err error
+		switch f.how {
+		case writeInPlace:
+			err = l.writeInPlace(f, content)
+		case writeAtomic:
+			err = l.writeAtomic(f, content)
+		case writeSocket:
+			var res *control.WriteResult
+			if res, err = c.Write(ctx, control.WriteParams{Path: f.name, Content: content, Session: sess}); err == nil {
+				tok = res.Version
+			}
+		}
+		if err != nil {
+			l.fail(f, fmt.Sprintf("write #%d of this cycle (own session %s)", l.ops.Load(), sess), err)
+			return
+		}
+		f.ack(content, tok)
+		l.acked()
+	}
+}
+
+// writeInPlace truncates, writes and fsyncs; the fsync is the
+// acknowledgement.
+func (l *crashLoad) writeInPlace(f *crashFile, content string) error {
+	fh, err := os.OpenFile(l.d.m(f.name), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.WriteString(content); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return fmt.Errorf("fsync: %w", err)
+	}
+	f.ack(content, "")
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("close after fsync: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic writes a temp file, fsyncs it and renames it over the file.
+func (l *crashLoad) writeAtomic(f *crashFile, content string) error {
+	tmp := l.d.m(f.name + ".tmp")
+	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.WriteString(content); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return fmt.Errorf("fsync: %w", err)
+	}
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, l.d.m(f.name))
+}
+
+// reader collects version tokens of every file until the daemon dies.
+func (l *crashLoad) reader(files []*crashFile) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := control.Dial(l.d.Socket)
+	if err != nil {
+		l.fail(files[0], "reader dial", err)
+		return
+	}
+	defer c.Close()
+	for i := 0; !l.killed.Load(); i++ {
+		f := files[i%len(files)]
+		st, err := c.Stat(ctx, control.StatParams{Path: f.name})
+		if err != nil {
+			l.fail(f, "stat", err)
+			return
+		}
+		f.token(st.Version)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// verifyAfterCrash checks every file through the new mount and every token
+// issued before the crash, then resets the ledger for the next cycle.
+func verifyAfterCrash(t *testing.T, d *daemon, files []*crashFile, cycle int) {
+	t.Helper()
+	ctx := testCtx(t)
+	for _, f := range files {
+		f.mu.Lock()
+		acked, inflight, tokens := f.acked, f.inflight, f.tokens
+		f.mu.Unlock()
+
+		mountedBytes, err := os.ReadFile(d.m(f.name))
+		require.NoError(t, err, "cycle %d: read %s through the new mount", cycle, f.name)
+		backing, err := os.ReadFile(filepath.Join(d.Src, f.name))
+		require.NoError(t, err)
+		got := string(mountedBytes)
+		assert.Equal(t, string(backing), got, "cycle %d: %s: the new mount and the backing file disagree", cycle, f.name)
+		switch {
+		case got == acked:
+		case inflight != "" && got == inflight:
+		case inflight != "" && got == "" && f.how == writeInPlace:
+			// Killed between the program's O_TRUNC and its write: the
+			// program's own save pattern is not atomic.
+		default:
+			t.Errorf("cycle %d: %s (%s) holds %d bytes starting %q; want the acknowledged write %q or the one in flight %q",
+				cycle, f.name, f.how, len(got), head(got), head(acked), head(inflight))
+		}
+
+		st, err := d.Client.Stat(ctx, control.StatParams{Path: f.name})
+		require.NoError(t, err)
+		for tok, content := range tokens {
+			if tok == st.Version {
+				if content != "" {
+					assert.Equal(t, content, got, "cycle %d: %s: the version survived the restart but the content did not", cycle, f.name)
+				}
+				continue
+			}
+			_, err := d.Client.Write(ctx, control.WriteParams{Path: f.name, Content: "stale write must not land\n",
+				Expected: &control.WriteExpected{Kind: provider.ReplaceIfVersion, Version: tok}})
+			if !assert.ErrorIs(t, err, provider.ErrStaleVersion, "cycle %d: %s: pre-crash token %s must be stale", cycle, f.name, tok) {
+				continue
+			}
+			_, err = d.Client.Edit(ctx, control.EditParams{Path: f.name, OldString: f.name, NewString: "stale edit",
+				Expected: &control.VersionExpected{Version: tok}})
+			assert.ErrorIs(t, err, provider.ErrStaleVersion, "cycle %d: %s: pre-crash token %s must be stale for edits", cycle, f.name, tok)
+		}
+		after, err := os.ReadFile(filepath.Join(d.Src, f.name))
+		require.NoError(t, err)
+		require.Equal(t, got, string(after), "cycle %d: %s: a refused stale request changed the file", cycle, f.name)
+
+		f.mu.Lock()
+		f.acked, f.inflight, f.tokens = got, "", map[provider.Version]string{st.Version: got}
+		f.mu.Unlock()
+	}
+	log, err := d.Client.Log(ctx, control.LogParams{Limit: 5})
+	require.NoError(t, err, "cycle %d: the audit log opens after the crash", cycle)
+	assert.NotEmpty(t, log.Entries, "cycle %d: the audit log kept its entries", cycle)
+}
+
+// killHard sends SIGKILL and waits a little for the daemon to exit. It
+// reports whether the daemon is stuck instead: a killed daemon with a
+// thread blocked uninterruptibly in the kernel (dropping a cached name waits
+// for a directory lock held by a program's request that only the daemon
+// could answer) cannot exit, and its mount hangs rather than dies until
+// the next `dshmount serve` on the same state aborts the connection.
+func killHard(t *testing.T, d *daemon) (stuck bool) {
+	t.Helper()
+	if d.Client != nil {
+		d.Client.Close()
+		d.Client = nil
+	}
+	_ = d.cmd.Process.Kill()
+	select {
+	case err := <-d.exited:
+		d.exited <- err
+		return false
+	case <-time.After(5 * time.Second):
+	}
+	t.Logf("the daemon did not exit 5s after SIGKILL; its threads: %s", stuckThreads(d.pid()))
+	return true
+}
+
+// stuckThreads lists the threads of pid that are not sleeping
+// interruptibly, with their state and kernel wait channel.
+func stuckThreads(pid int) string {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	var out []string
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join(task, "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) == 0 || f[0] == "S" {
+			continue
+		}
+		wchan, _ := os.ReadFile(filepath.Join(task, "wchan"))
+		out = append(out, fmt.Sprintf("%s state %s in %s", filepath.Base(task), f[0], wchan))
+	}
+	return strings.Join(out, "; ")
+}
+
+// head shortens s for messages.
+func head(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
