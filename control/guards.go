@@ -71,11 +71,21 @@ func versionGuard(e *VersionExpected, unconditional bool, field string) (policy.
 }
 
 // mutationDone filters the error of a mutation: an observer failure leaves a
-// valid outcome on disk and is only logged.
+// valid outcome on disk and is only logged. What a mutation changed has its
+// records (version, last writer, audit entry) written to the store before
+// it is acknowledged, so a daemon killed after answering keeps them; the
+// store groups concurrent callers into one write.
 func (s *Server) mutationDone(op string, t provider.Target, err error) error {
 	if err != nil && errors.Is(err, policy.ErrObserverFailed) {
 		s.log.Warn("mutation applied but an observer failed", "op", op, "path", t.DisplayPath, "err", err)
-		return nil
+		err = nil
+	}
+	// A failed request may still have changed something (a move whose
+	// source could not be removed): flush whatever it recorded, too.
+	if ferr := s.store.Flush(); ferr != nil {
+		// The change is on disk; its records stay buffered and are
+		// retried. The answer must still say what happened.
+		s.log.Warn("mutation applied but its records are not written yet", "op", op, "path", t.DisplayPath, "err", ferr)
 	}
 	return s.explain(err, t)
 }

@@ -130,7 +130,11 @@
 //     SIGURG) cancel the request context; records of completed mutations
 //     run on an uncancellable context so an interrupt never loses one.
 //   - A crashed daemon leaves "transport endpoint is not connected";
-//     CleanupStale detaches such a mount before a new one. A panic in a
+//     CleanupStale detaches such a mount before a new one. A killed daemon
+//     whose invalidation thread waits in the kernel for a directory lock
+//     (held by a request only that daemon could answer) cannot exit and its
+//     mount hangs; AbortConnection (fusectl) turns it into a dead mount, and
+//     MountDevice names the connection without touching the mount. A panic in a
 //     handler answers EIO for that request (PanicHandler) and is logged.
 //   - The daemon usually runs as root (no fusermount needed): default
 //     permissions make the kernel check file modes against the caller, and

@@ -44,6 +44,7 @@ type crashFile struct {
 	acked    string
 	inflight string                      // "" when no write is in flight
 	tokens   map[provider.Version]string // token → content it was issued for ("" unknown)
+	audited  []provider.Version          // versions of acknowledged socket writes this cycle
 }
 
 // next starts a write: it returns the new content and marks it in flight.
@@ -71,6 +72,7 @@ func (f *crashFile) ack(content string, tok provider.Version) {
 	}
 	if tok != "" {
 		f.tokens[tok] = content
+		f.audited = append(f.audited, tok)
 	}
 }
 
@@ -322,8 +324,21 @@ func verifyAfterCrash(t *testing.T, d *daemon, files []*crashFile, cycle int) {
 	ctx := testCtx(t)
 	for _, f := range files {
 		f.mu.Lock()
-		acked, inflight, tokens := f.acked, f.inflight, f.tokens
+		acked, inflight, tokens, audited := f.acked, f.inflight, f.tokens, f.audited
 		f.mu.Unlock()
+
+		// An acknowledged socket write is in the audit log, crash or not.
+		if len(audited) > 0 {
+			log, err := d.Client.Log(ctx, control.LogParams{Path: f.name, Limit: 100000})
+			require.NoError(t, err)
+			after := map[provider.Version]bool{}
+			for _, e := range log.Entries {
+				after[e.After] = true
+			}
+			for _, v := range audited {
+				assert.True(t, after[v], "cycle %d: %s: the acknowledged socket write of version %s is missing from the audit log after the crash", cycle, f.name, v)
+			}
+		}
 
 		mountedBytes, err := os.ReadFile(d.m(f.name))
 		require.NoError(t, err, "cycle %d: read %s through the new mount", cycle, f.name)
@@ -365,7 +380,7 @@ func verifyAfterCrash(t *testing.T, d *daemon, files []*crashFile, cycle int) {
 		require.Equal(t, got, string(after), "cycle %d: %s: a refused stale request changed the file", cycle, f.name)
 
 		f.mu.Lock()
-		f.acked, f.inflight, f.tokens = got, "", map[provider.Version]string{st.Version: got}
+		f.acked, f.inflight, f.tokens, f.audited = got, "", map[provider.Version]string{st.Version: got}, nil
 		f.mu.Unlock()
 	}
 	log, err := d.Client.Log(ctx, control.LogParams{Limit: 5})

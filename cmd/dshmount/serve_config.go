@@ -102,6 +102,10 @@ control socket, in the foreground. Prints "ready mount=… socket=…" once the
 mount works. SIGINT/SIGTERM unmount (waiting --grace for open files, then
 detaching lazily).
 
+After a crash, run the same command again: a dead mount at MOUNTPOINT is
+detached, and a killed daemon of the same state that is stuck in the kernel
+has its FUSE connection aborted (root) before the new one mounts.
+
 Flags:
 `)
 		fs.PrintDefaults()
