@@ -255,29 +255,22 @@ func (l *crashLoad) writer(t *testing.T, f *crashFile) {
 // writeInPlace truncates, writes and fsyncs; the fsync is the
 // acknowledgement.
 func (l *crashLoad) writeInPlace(f *crashFile, content string) error {
-	fh, err := os.OpenFile(l.d.m(f.name), os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := fh.WriteString(content); err != nil {
-		fh.Close()
-		return err
-	}
-	if err := fh.Sync(); err != nil {
-		fh.Close()
-		return fmt.Errorf("fsync: %w", err)
-	}
-	f.ack(content, "")
-	if err := fh.Close(); err != nil {
-		return fmt.Errorf("close after fsync: %w", err)
-	}
-	return nil
+	return syncedWrite(l.d.m(f.name), os.O_WRONLY|os.O_TRUNC, content, func() { f.ack(content, "") })
 }
 
 // writeAtomic writes a temp file, fsyncs it and renames it over the file.
 func (l *crashLoad) writeAtomic(f *crashFile, content string) error {
 	tmp := l.d.m(f.name + ".tmp")
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err := syncedWrite(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, content, func() {}); err != nil {
+		return err
+	}
+	return os.Rename(tmp, l.d.m(f.name))
+}
+
+// syncedWrite opens path with flag, writes content and fsyncs it; synced
+// runs once the fsync returned, before the close.
+func syncedWrite(path string, flag int, content string, synced func()) error {
+	fh, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return err
 	}
@@ -289,10 +282,11 @@ func (l *crashLoad) writeAtomic(f *crashFile, content string) error {
 		fh.Close()
 		return fmt.Errorf("fsync: %w", err)
 	}
+	synced()
 	if err := fh.Close(); err != nil {
-		return err
+		return fmt.Errorf("close after fsync: %w", err)
 	}
-	return os.Rename(tmp, l.d.m(f.name))
+	return nil
 }
 
 // reader collects version tokens of every file until the daemon dies.
