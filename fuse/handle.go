@@ -260,12 +260,15 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	h := asHandle(f)
 	if h == nil {
 		if d, ok := f.(*dirHandle); ok {
-			return d.Fsyncdir(ctx, flags)
+			errno := d.Fsyncdir(ctx, flags)
+			n.m.persistRecords("fsyncdir", n) // a durable rename or create
+			return errno
 		}
 		return 0
 	}
 	errno := h.lf.Fsync(ctx, flags)
 	n.m.recordWrites(ctx, h, false)
+	n.m.persistRecords("fsync", n)
 	return errno
 }
 

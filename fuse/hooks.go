@@ -166,6 +166,16 @@ func (m *mountState) record(ctx context.Context, a policy.Actor, op policy.Mutat
 		"before", before, "after", after)
 }
 
+// persistRecords writes the records of the mount's changes so far to the
+// store. A program that fsyncs expects its change to survive a crash; its
+// version and audit entry then survive a daemon killed right after the
+// fsync returned, too (otherwise they wait for the store's next batch).
+func (m *mountState) persistRecords(op string, n *node) {
+	if err := m.cfg.Engine.Store().Flush(); err != nil {
+		m.log.Warn("records not written yet; the store retries", "op", op, "path", n.rel(), "err", err)
+	}
+}
+
 // chownToCaller gives a created entry to the calling user when the daemon
 // runs as root (otherwise every file created through the mount would belong
 // to root). In a set-group-ID directory the entry keeps the group it

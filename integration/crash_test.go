@@ -432,3 +432,48 @@ func head(s string) string {
 	}
 	return s
 }
+
+// TestCrash_FsyncedMountWriteKeepsItsAuditEntry kills the daemon right after
+// a program's fsync through the mount returned: the change and its audit
+// entry (who wrote, through the mount) both survive.
+func TestCrash_FsyncedMountWriteKeepsItsAuditEntry(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Files: map[string]string{"a.txt": "before\n"}})
+	dirs := d.dirs()
+	next := startDaemon(t, daemonOptions{Dirs: dirs, Gated: true})
+
+	fh, err := os.OpenFile(d.m("a.txt"), os.O_WRONLY, 0)
+	require.NoError(t, err)
+	// Whatever the open recorded is written by the store's next batch.
+	time.Sleep(200 * time.Millisecond)
+	before := mountEntries(t, d, "a.txt")
+	_, err = fh.WriteString("after the fsync\n")
+	require.NoError(t, err)
+	require.NoError(t, fh.Sync())
+	stuck := killHard(t, d) // well within the store's batching interval
+	_ = fh.Close()          // the daemon is gone; the close cannot be recorded
+
+	next.release()
+	if stuck {
+		t.Log("the killed daemon was stuck in the kernel; the restart recovered it")
+	}
+	got, err := os.ReadFile(next.m("a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "after the fsync\n", string(got))
+	after := mountEntries(t, next, "a.txt")
+	assert.Greater(t, after, before, "the audit log keeps the fsynced mount write of pid %d", os.Getpid())
+}
+
+// mountEntries counts the audit entries of rel made through the mount by
+// this process.
+func mountEntries(t *testing.T, d *daemon, rel string) int {
+	t.Helper()
+	log, err := d.Client.Log(testCtx(t), control.LogParams{Path: rel, Limit: 1000})
+	require.NoError(t, err)
+	n := 0
+	for _, e := range log.Entries {
+		if e.Channel == policy.ChannelMount && e.PID == int32(os.Getpid()) {
+			n++
+		}
+	}
+	return n
+}
