@@ -27,24 +27,66 @@ var ErrNoConnection = errors.New("no such FUSE connection")
 // would block any system call on it. It returns "" when nothing is mounted
 // there.
 func MountDevice(mountpoint string) (string, error) {
+	device, _, err := mountEntry(mountpoint)
+	return device, err
+}
+
+// mountEntry returns the device and filesystem type of the visible mount
+// at mountpoint from /proc/self/mountinfo ("" when none).
+func mountEntry(mountpoint string) (device, fstype string, err error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return "", fmt.Errorf("mount device of %s: %w", mountpoint, err)
+		return "", "", fmt.Errorf("mount device of %s: %w", mountpoint, err)
 	}
 	defer f.Close()
-	device := ""
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mountpoint {
-			device = fields[2] // the last mount on a path is the visible one
+			// The last mount on a path is the visible one. The type
+			// follows the "-" separator after the optional fields.
+			device, fstype = fields[2], ""
+			for i := 5; i+1 < len(fields); i++ {
+				if fields[i] == "-" {
+					fstype = fields[i+1]
+					break
+				}
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("mount device of %s: %w", mountpoint, err)
+		return "", "", fmt.Errorf("mount device of %s: %w", mountpoint, err)
 	}
-	return device, nil
+	return device, fstype, nil
+}
+
+// AbortMount aborts the FUSE connection of the mount at mountpoint and
+// detaches the mount: the way out of a mount whose daemon no longer
+// answers (every program waiting on it gets an error). It refuses
+// anything but a FUSE mount.
+func AbortMount(mountpoint string) error {
+	mp, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return fmt.Errorf("abort %s: %w", mountpoint, err)
+	}
+	device, fstype, err := mountEntry(mp)
+	if err != nil {
+		return err
+	}
+	if device == "" {
+		return fmt.Errorf("abort %s: not a mount point", mp)
+	}
+	if fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
+		return fmt.Errorf("abort %s: a %s mount, not a FUSE mount; refusing", mp, fstype)
+	}
+	if err := AbortConnection(device); err != nil && !errors.Is(err, ErrNoConnection) {
+		return fmt.Errorf("abort %s: %w", mp, err)
+	}
+	if err := unmountPath(mp, true, euidIsRoot()); err != nil {
+		return fmt.Errorf("detach %s after aborting its connection: %w", mp, err)
+	}
+	return nil
 }
 
 // AbortConnection aborts the FUSE connection of device ("major:minor") the

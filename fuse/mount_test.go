@@ -144,6 +144,30 @@ func TestAbortConnection_FreesTheMountOfADaemonThatNoLongerAnswers(t *testing.T)
 	require.Error(t, AbortConnection("0:../../x"))
 }
 
+func TestAbortMount_DetachesAHungMountAndRefusesOthers(t *testing.T) {
+	dir, child := startChildMount(t)
+	mnt := filepath.Join(dir, "mnt")
+	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
+	hung := make(chan error, 1)
+	go func() { _, err := os.ReadFile(filepath.Join(mnt, "a.txt")); hung <- err }()
+
+	require.NoError(t, AbortMount(mnt))
+	select {
+	case err := <-hung:
+		require.Error(t, err, "the waiting program gets an error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("AbortMount did not release the waiting program")
+	}
+	assert.False(t, isMounted(t, mnt), "the mount is detached")
+
+	err := AbortMount(mnt)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not a mount point")
+	err = AbortMount("/")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not a FUSE mount")
+}
+
 func TestCleanupStale_LiveMountIsAnErrorAndPlainDirIsFine(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	err := CleanupStale(e.mnt)

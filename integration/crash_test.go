@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -476,4 +477,46 @@ func mountEntries(t *testing.T, d *daemon, rel string) int {
 		}
 	}
 	return n
+}
+
+// TestCrash_UnmountAbortFreesAHungMount: a daemon that answers nothing
+// (stopped here; killed and stuck in the kernel is the same to the mount)
+// hangs every program on its mount; `dshmount unmount --abort` frees them
+// and detaches the mount, and the daemon, once it runs again, sees its mount
+// gone and exits cleanly.
+func TestCrash_UnmountAbortFreesAHungMount(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Files: map[string]string{"a.txt": "a\n"}})
+	// Not d.dsh: its working directory is the (hung) mount. The test
+	// holds no file on the mount, so forking stays safe (daemonOptions.Gated).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	abort := exec.CommandContext(ctx, dshBinary, "unmount", "--abort", d.Mnt)
+
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+	defer func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) }()
+	hung := make(chan error, 1)
+	go func() { _, err := os.ReadFile(d.m("a.txt")); hung <- err }()
+	select {
+	case err := <-hung:
+		t.Fatalf("a read on the mount of a stopped daemon returned (%v); nothing is hung", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	out, err := abort.CombinedOutput()
+	require.NoError(t, err, "dshmount unmount --abort: %s", out)
+	select {
+	case err := <-hung:
+		require.Error(t, err, "the hung program gets an error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("unmount --abort did not release the hung program")
+	}
+	assert.False(t, mounted(d.Mnt), "the mount is detached")
+
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGCONT))
+	select {
+	case err := <-d.exited:
+		d.exited <- err
+		assert.NoError(t, err, "the daemon exits cleanly once its mount is gone\n%s", d.log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the daemon did not exit after its mount was aborted\n%s", d.log())
+	}
 }
