@@ -1,12 +1,10 @@
 package fuse
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -302,20 +300,8 @@ func CleanupStale(mountpoint string) error {
 // isMountPoint reports whether mp is listed as a mount point in
 // /proc/self/mountinfo.
 func isMountPoint(mp string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mp {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
+	device, _, err := mountEntry(mp)
+	return device != "", err
 }
 
 // unescapeMountinfo decodes the octal escapes (\040 for a space) of a
