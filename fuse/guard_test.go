@@ -3,8 +3,10 @@ package fuse
 import (
 	"context"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,6 +50,60 @@ func TestGuard_BoundWriteNeedsFreshObservation(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(e.m("a.txt"), []byte("mine\n"), 0o644))
 	})
+}
+
+// A passthrough handle's RELEASE comes after close() returned. Here the
+// open file rides in flight on a unix socket (SCM_RIGHTS), which holds the
+// RELEASE back past an out-of-band change; dropping the socket then
+// releases the file without a FLUSH. The late record of that change must
+// neither credit the session with the new content (unread: ESTALE) nor
+// invalidate a read of it made before the RELEASE arrived.
+func TestGuard_LateReleaseCreditsNothingAndKeepsFreshReads(t *testing.T) {
+	for _, readFirst := range []bool{false, true} {
+		t.Run("read before release="+strconv.FormatBool(readFirst), func(t *testing.T) {
+			eachMode(t, envOptions{}, func(t *testing.T, e *env) {
+				e.put("a.txt", "one\n")
+				e.session()
+				_, err := os.ReadFile(e.m("a.txt"))
+				require.NoError(t, err)
+
+				f, err := os.OpenFile(e.m("a.txt"), os.O_RDWR, 0)
+				require.NoError(t, err)
+				_, err = f.WriteAt([]byte("two\n"), 0)
+				require.NoError(t, err)
+				pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+				require.NoError(t, err)
+				require.NoError(t, unix.Sendmsg(pair[0], []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0))
+				require.NoError(t, f.Close()) // FLUSH records the write; the message holds RELEASE back
+
+				e.put("a.txt", "theirs\n") // out of band, in place
+				recorded := len(e.audit("a.txt"))
+				if readFirst {
+					_, err = os.ReadFile(e.m("a.txt"))
+					require.NoError(t, err)
+				}
+				require.NoError(t, unix.Close(pair[0]))
+				require.NoError(t, unix.Close(pair[1])) // the file is dropped: RELEASE
+				if e.pt {
+					// with passthrough the release sees the stat move and audits it
+					require.Eventually(t, func() bool { return len(e.audit("a.txt")) > recorded },
+						5*time.Second, 10*time.Millisecond, "the late release was not recorded")
+				}
+
+				if !readFirst {
+					err = os.WriteFile(e.m("a.txt"), []byte("mine\n"), 0o644)
+					require.ErrorIs(t, err, syscall.ESTALE)
+					got, _ := os.ReadFile(e.b("a.txt"))
+					assert.Equal(t, "theirs\n", string(got))
+					_, err = os.ReadFile(e.m("a.txt"))
+					require.NoError(t, err)
+				}
+				require.NoError(t, os.WriteFile(e.m("a.txt"), []byte("mine\n"), 0o644))
+				got, _ := os.ReadFile(e.b("a.txt"))
+				assert.Equal(t, "mine\n", string(got))
+			})
+		})
+	}
 }
 
 func TestGuard_BoundMutationsOfUnseenFilesAreRefused(t *testing.T) {

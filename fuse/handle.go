@@ -186,15 +186,21 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 		return
 	}
 	actor := h.actor
+	var after provider.Version
 	if final && h.recorded && !dirty {
 		// RELEASE arrives after close() has returned and after the flush
 		// that already recorded this handle's writes, so a stat change
 		// seen only now may be someone else's (out of band). It is
-		// bumped and audited, but the bound session is not credited with
-		// having seen it: its guard stays strict.
+		// audited, but the bound session is not credited with having
+		// seen it, and the generation is not bumped: the stat change
+		// already moved the version, and a bump would also invalidate
+		// the observation of a session that read the new content after
+		// the change and before this late RELEASE.
 		actor.Session = ""
+		after = m.version(&bs.st)
+	} else {
+		after = m.bump(&bs.st)
 	}
-	after := m.bump(&bs.st)
 	rel := h.path(&bs.st)
 	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
 	h.last, h.lastVer, h.recorded = bs.st, after, true

@@ -70,6 +70,7 @@ type env struct {
 	engine *policy.Engine
 	srv    *Server
 	bind   *testBindings
+	pt     bool // passthrough was asked for
 }
 
 // envOptions tweak newEnv.
@@ -83,7 +84,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	requireFuse(t)
 	dir := t.TempDir()
-	e := &env{t: t, src: filepath.Join(dir, "src"), mnt: filepath.Join(dir, "mnt"), bind: &testBindings{}}
+	e := &env{t: t, src: filepath.Join(dir, "src"), mnt: filepath.Join(dir, "mnt"), bind: &testBindings{}, pt: o.passthrough}
 	require.NoError(t, os.Mkdir(e.src, 0o755))
 	require.NoError(t, os.Mkdir(e.mnt, 0o755))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
