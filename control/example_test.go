@@ -32,7 +32,7 @@ func Example() {
 		return
 	}
 	defer store.Close()
-	fs, _ := local.New(workspace, local.Options{Generations: store})
+	fs, _ := local.New(workspace, local.Options{Digests: store})
 	srv, err := control.NewServer(control.Config{
 		SocketPath: filepath.Join(tmp, "run", "control.sock"),
 		Engine:     policy.NewEngine(store, fs),

@@ -63,7 +63,7 @@ func newTestEnv(tb testing.TB, tweak ...func(*Config)) *testEnv {
 	root := tb.TempDir()
 	store, err := policy.Open(tb.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
 	require.NoError(tb, err)
-	lfs, err := local.New(root, local.Options{Generations: store})
+	lfs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(tb, err)
 	engine := policy.NewEngine(store, lfs)
 	// Unix socket paths are short: keep the directory near /tmp.

@@ -35,6 +35,7 @@ type handle struct {
 	actor    policy.Actor // the opener: recorded as the writer
 	writable bool
 	pt       bool // passthrough was offered for this handle
+	direct   bool // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
 
 	dirty atomic.Bool
 
@@ -88,17 +89,28 @@ func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, 
 	return os.NewFile(uintptr(fd), rel), nil
 }
 
-// newHandle builds the handle of a just-opened file.
-func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t, ver provider.Version) *handle {
-	return &handle{
+// newHandle builds the handle of a just-opened file, its I/O mode chosen
+// by the node's ioModes. Release must uncount it.
+func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) *handle {
+	pt, direct := n.io.choose(n.m.cfg.Passthrough, a.Session != "", writable)
+	h := &handle{
 		file: f, lf: fs.NewLoopbackFileFromOS(f), node: n, rel: rel, actor: a,
-		writable: writable, pt: n.m.cfg.Passthrough, last: *st, lastVer: ver,
+		writable: writable, pt: pt, direct: direct, last: *st,
 	}
+	if ver, ok := n.m.vers.Cached(st); ok {
+		h.lastVer = ver
+	}
+	return h
 }
 
 // Open implements fs.NodeOpener: the read / write decision point. A bound
-// caller opening for writing needs a fresh observation; a bound caller
-// opening for reading records one at the version it opened.
+// caller opening for writing needs a fresh observation (guardChange); a
+// bound caller opening for reading records one at the version it opened.
+//
+// I/O mode (ioModes): a bound writer's handle is direct I/O unless a
+// person holds the file open with passthrough, so its every write reaches
+// the daemon and is guarded (guardHandle); a shared mmap of it reaches the
+// daemon at writeback (FUSE_DIRECT_IO_ALLOW_MMAP).
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	m := n.m
 	rel := n.rel()
@@ -115,6 +127,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	t := m.target(rel)
 	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL
 	var before backingStat
+	var beforeVer provider.Version
 	if writing {
 		unlock, errno := m.lock(ctx, t)
 		if errno != 0 {
@@ -125,9 +138,15 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if before, err = n.lstat(); err != nil {
 			return nil, 0, errnoOf(err)
 		}
-		v := m.version(&before.st)
-		if errno := m.checkChange(a, "open", t, &v); errno != 0 {
+		if errno := m.guardChange(a, "open", n, t, &before.st, func() (provider.Version, error) {
+			v, err := m.versionOfRel(rel, &before.st)
+			beforeVer = v
+			return v, err
+		}); errno != 0 {
 			return nil, 0, errno
+		}
+		if beforeVer == "" {
+			beforeVer = m.reportVersion(rel, &before.st)
 		}
 	}
 	f, err := m.openBacking(rel, int(flags), 0)
@@ -143,17 +162,22 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, errnoOf(err)
 	}
 	if !writing {
-		m.observe(a, t, policy.Present(m.version(&bs.st)))
-		return m.wrap(n.newHandle(f, rel, a, false, &bs.st, m.version(&bs.st))), 0, 0
+		if a.Session != "" {
+			ver, err := m.cachedVersionOfFd(int(f.Fd()), &bs.st)
+			if err != nil {
+				_ = f.Close()
+				return nil, 0, errnoOf(err)
+			}
+			m.observe(a, t, policy.Present(ver))
+		}
+		return m.wrap(n.newHandle(f, rel, a, false, &bs.st)), 0, 0
 	}
-	// Admitting a writer changes the version at once, still under the lock:
-	// a socket mutation prepared against the version before this open is
-	// now stale, so the two can never both succeed on one version. The
-	// record of the handle starts from the file as it was before the open,
-	// so a truncating open counts as a change.
-	pre := m.version(&before.st)
-	m.observe(a, t, policy.Present(m.bump(&before.st))) // the writer knows the version it caused
-	return m.wrap(n.newHandle(f, rel, a, true, &before.st, pre)), 0, 0
+	// The record of the handle starts from the file as it was before the
+	// open, so a truncating open counts as a change.
+	h := n.newHandle(f, rel, a, true, &before.st)
+	h.lastVer = beforeVer
+	n.own.note(a.Session, &bs.st)
+	return m.wrap(h), h.openFlags(), 0
 }
 
 // recordWrites records the changes made through a writable handle since its
@@ -176,38 +200,62 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 	// is the only evidence.
 	//
 	// The ctime is left out of the comparison: link, unlink, rename and
-	// chmod move it and are recorded by their own operations (git links
-	// its temporary object file to the final name before the kernel
-	// releases the handle; a second record then would bump the version
-	// behind the session's back).
+	// chmod move it and are recorded by their own operations.
 	dirty := h.dirty.Swap(false)
 	changed := dirty || (h.pt && !sameData(&bs.st, &h.last)) || (final && h.pt && !h.recorded)
 	if !changed {
 		return
 	}
 	actor := h.actor
-	var after provider.Version
+	if actor.Session != "" && !h.credits(&bs.st) {
+		// Someone else changed the file after the session's last own
+		// change: audited, but the session is not credited with bytes it
+		// did not write (its observation stays, and is stale).
+		actor.Session = ""
+	}
 	if final && h.recorded && !dirty {
 		// RELEASE arrives after close() has returned and after the flush
 		// that already recorded this handle's writes, so a stat change
-		// seen only now may be someone else's (out of band). It is
-		// audited, but the bound session is not credited with having
-		// seen it, and the generation is not bumped: the stat change
-		// already moved the version, and a bump would also invalidate
-		// the observation of a session that read the new content after
-		// the change and before this late RELEASE.
+		// seen only now may be someone else's (out of band): audited, not
+		// credited.
 		actor.Session = ""
-		after = m.version(&bs.st)
-	} else {
-		after = m.bump(&bs.st)
 	}
+	after := m.recordVersion(actor, h.fd(), &bs.st)
 	rel := h.path(&bs.st)
 	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
 	h.last, h.lastVer, h.recorded = bs.st, after, true
 }
 
+// openFlags are the FOPEN flags the kernel gets for h.
+func (h *handle) openFlags() uint32 {
+	if h.direct {
+		return gofuse.FOPEN_DIRECT_IO
+	}
+	return 0
+}
+
+// credits reports whether the bound session of h may be credited with the
+// file's bytes (stat st) at a record: a direct-I/O handle's writes were
+// each seen, so the file must be as the session's last own change left
+// it; a passthrough handle's writes were not, so the name must still hold
+// its file (anything else written meanwhile cannot be told apart: the
+// documented limit of a bound writer sharing a file with a person's
+// passthrough open).
+func (h *handle) credits(st *unix.Stat_t) bool {
+	if !h.pt {
+		return h.node.own.ownedBy(h.actor.Session, st)
+	}
+	return h.holdsName(st)
+}
+
+// holdsName reports whether the handle's name still holds its file (st).
+func (h *handle) holdsName(st *unix.Stat_t) bool {
+	cur, err := h.node.m.statRel(h.node.rel())
+	return err == nil && fileID(&cur.st) == fileID(st)
+}
+
 // noteSetattr tells a writable handle that a setattr through it was recorded
-// at version v, so its next record starts from there.
+// at version v (empty: not computed), so its next record starts from there.
 func (h *handle) noteSetattr(st *unix.Stat_t, v provider.Version) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -229,9 +277,15 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 	if h == nil {
 		return 0, syscall.EBADF
 	}
+	unlock, errno := n.m.guardHandle(ctx, h, "write")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer unlock()
 	w, errno := h.lf.Write(ctx, data, off)
 	if w > 0 {
 		h.dirty.Store(true)
+		h.noteOwn()
 	}
 	return w, errno
 }
@@ -242,9 +296,15 @@ func (n *node) Writev(ctx context.Context, f fs.FileHandle, data [][]byte, off i
 	if h == nil {
 		return 0, syscall.EBADF
 	}
+	unlock, errno := n.m.guardHandle(ctx, h, "write")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer unlock()
 	w, errno := h.lf.Writev(ctx, data, off)
 	if w > 0 {
 		h.dirty.Store(true)
+		h.noteOwn()
 	}
 	return w, errno
 }
@@ -258,6 +318,14 @@ func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	}
 	errno := h.lf.Flush(ctx)
 	n.m.recordWrites(ctx, h, false)
+	if errno == 0 && h.writable && h.pt && h.actor.Session != "" {
+		// A bound passthrough writer's bytes went to a file that is no
+		// longer under its name (an agent's publish replaced it): they
+		// reach nobody, so close(2) reports it.
+		if bs, err := fstat(h.fd()); err == nil && !h.holdsName(&bs.st) {
+			return syscall.ESTALE
+		}
+	}
 	return errno
 }
 
@@ -289,6 +357,7 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 		return 0
 	}
 	n.m.recordWrites(ctx, h, true)
+	h.node.io.release(h.pt)
 	return h.lf.Release(ctx)
 }
 
@@ -298,9 +367,15 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size u
 	if h == nil {
 		return syscall.EBADF
 	}
-	errno := h.lf.Allocate(ctx, off, size, mode)
+	unlock, errno := n.m.guardHandle(ctx, h, "fallocate")
+	if errno != 0 {
+		return errno
+	}
+	defer unlock()
+	errno = h.lf.Allocate(ctx, off, size, mode)
 	if errno == 0 {
 		h.dirty.Store(true)
+		h.noteOwn()
 	}
 	return errno
 }
@@ -322,10 +397,16 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	if in == nil || dst == nil {
 		return 0, syscall.EBADF
 	}
+	unlock, errno := n.m.guardHandle(ctx, dst, "copy_file_range")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer unlock()
 	oi, oo := int64(offIn), int64(offOut)
 	c, err := unix.CopyFileRange(in.fd(), &oi, dst.fd(), &oo, int(length), int(flags))
 	if c > 0 {
 		dst.dirty.Store(true)
+		dst.noteOwn()
 	}
 	if err != nil {
 		return uint32(max(c, 0)), errnoOf(err)

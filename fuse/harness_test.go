@@ -94,7 +94,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	store, err := policy.Open(filepath.Join(dir, "state"), policy.DefaultOptions().WithLogger(quiet))
 	require.NoError(t, err)
 	e.store = store
-	e.lfs, err = local.New(e.src, local.Options{Generations: store, Aliases: []string{e.mnt}})
+	e.lfs, err = local.New(e.src, local.Options{Digests: store, Aliases: []string{e.mnt}})
 	require.NoError(t, err)
 	view, err := overlay.New(e.lfs, o.rules)
 	require.NoError(t, err)

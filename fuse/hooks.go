@@ -27,10 +27,9 @@ type mountState struct {
 	// rootInode is the mount's root node, for workspace-relative paths.
 	rootInode *fs.Inode
 	rootDev   uint64
-	asRoot    bool // the daemon runs as root: created files are chowned to the caller
-	gens      provider.Generations
+	asRoot    bool             // the daemon runs as root: created files are chowned to the caller
+	vers      *local.Versioner // content versions, shared with the provider
 	closed    atomic.Bool
-	links     linkSet     // names of files linked through the mount
 	callers   callerCache // calling threads' processes and sessions
 }
 
@@ -49,17 +48,6 @@ func (m *mountState) access(rel string) overlay.Access { return m.cfg.View.Acces
 
 // target is the provider target of rel.
 func (m *mountState) target(rel string) provider.Target { return m.cfg.Local.TargetForRel(rel) }
-
-// version is the current version of a backing stat.
-func (m *mountState) version(st *unix.Stat_t) provider.Version {
-	return local.VersionOf(st, m.gens.Current(local.FileIDOf(st)))
-}
-
-// bump advances the generation of st's identity and returns the resulting
-// version: the version of a file right after a mutation.
-func (m *mountState) bump(st *unix.Stat_t) provider.Version {
-	return local.VersionOf(st, m.gens.Bump(local.FileIDOf(st)))
-}
 
 // callers -----------------------------------------------------------------
 

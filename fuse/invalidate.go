@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
 )
 
 // notifyWait bounds how long a socket mutation waits for the kernel to drop
@@ -130,6 +131,31 @@ func (iv *invalidator) forget(rel string, removed bool) {
 	}
 	if errno != 0 {
 		iv.m.log.Debug("notify entry", "path", rel, "errno", errno)
+	}
+}
+
+// writeBack is the policy.Preparer: before a socket mutation's guard hashes
+// t, the kernel's dirty pages of t (mmap stores through the mount, which
+// reach the daemon only at writeback) are written back by invalidating the
+// inode's pages. It runs on the socket's goroutine, never a FUSE handler.
+func (iv *invalidator) writeBack(_ context.Context, t provider.Target) {
+	if iv.m.closed.Load() {
+		return
+	}
+	rel := strings.Trim(path.Clean("/"+t.DisplayPath), "/")
+	if rel == "" {
+		return
+	}
+	parent := iv.lookup(path.Dir(rel))
+	if parent == nil {
+		return
+	}
+	child := parent.GetChild(path.Base(rel))
+	if child == nil || child.Mode()&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	if errno := child.NotifyContent(0, 0); errno != 0 {
+		iv.m.log.Debug("write back pages", "path", rel, "errno", errno)
 	}
 }
 

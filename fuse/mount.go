@@ -62,7 +62,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		rootFd:  rootFd,
 		rootDev: rootStat.st.Dev,
 		asRoot:  euidIsRoot(),
-		gens:    cfg.Engine.Store(),
+		vers:    cfg.Local.Versioner(),
 	}
 	rootNode := m.newNode()
 	m.rootInode = rootNode.EmbeddedInode()
@@ -87,6 +87,9 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			MaxWrite:     1 << 20,
 			MaxReadAhead: 1 << 20,
 			PanicHandler: m.panicHandler,
+			// A bound writer's direct-I/O handle may be mmap'd shared:
+			// its stores then reach the daemon as guarded writes.
+			ExtraCapabilities: gofuse.CAP_DIRECT_IO_ALLOW_MMAP,
 		},
 		EntryTimeout:   &entry,
 		AttrTimeout:    &attr,
@@ -110,6 +113,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	}
 	mt.inval = newInvalidator(m, rootNode.EmbeddedInode())
 	cfg.Engine.AddObserver(mt.inval.observe)
+	cfg.Engine.AddPreparer(mt.inval.writeBack)
 	m.log.Info("mounted", "source", root, "passthrough", cfg.Passthrough, "direct", m.asRoot,
 		"entry_timeout", entry, "attr_timeout", attr)
 	return mt, nil

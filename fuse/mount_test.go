@@ -44,7 +44,7 @@ func runChildMount(dir string) error {
 	if err != nil {
 		return err
 	}
-	lfs, err := local.New(filepath.Join(dir, "src"), local.Options{Generations: store})
+	lfs, err := local.New(filepath.Join(dir, "src"), local.Options{Digests: store})
 	if err != nil {
 		return err
 	}

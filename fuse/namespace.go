@@ -3,6 +3,7 @@ package fuse
 import (
 	"context"
 	"errors"
+	"path"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -89,14 +90,29 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		_ = f.Close()
 		return nil, nil, 0, errnoOf(err)
 	}
-	after := m.bump(&bs.st)
+	after := m.recordVersion(a, fd, &bs.st)
 	m.record(ctx, a, policy.OpCreate, t, "", after, nil)
 
 	fillAttr(&out.Attr, &bs.st)
 	child := n.newChild(ctx, &bs)
-	h := nodeOf(child, n).newHandle(f, rel, a, writable, &bs.st, after)
+	cn := nodeOf(child, n)
+	h := cn.newHandle(f, rel, a, writable, &bs.st)
+	h.lastVer = after
 	h.recorded = true // the create is recorded; later writes change the stat
-	return child, m.wrap(h), 0, 0
+	if writable {
+		cn.own.note(a.Session, &bs.st)
+	}
+	return child, m.wrap(h), h.openFlags(), 0
+}
+
+// childNode is the node the kernel holds for name under n, or nil.
+func (n *node) childNode(name string) *node {
+	if c := n.GetChild(name); c != nil {
+		if cn, ok := c.Operations().(*node); ok {
+			return cn
+		}
+	}
+	return nil
 }
 
 // nodeOf is the *node of a child inode (the handle of a created file
@@ -125,12 +141,12 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 			existing = &st
 		}
 	}
-	v := m.version(&existing.st)
 	if isWrite(flags) {
-		if errno := m.checkChange(a, "open", t, &v); errno != 0 {
+		if errno := m.guardChange(a, "open", n.childNode(path.Base(rel)), t, &existing.st, func() (provider.Version, error) {
+			return m.versionOfRel(rel, &existing.st)
+		}); errno != 0 {
 			return nil, nil, 0, errno
 		}
-		m.observe(a, t, policy.Present(m.bump(&existing.st))) // admitted: see Open
 	}
 	f, err := m.openBacking(rel, int(flags&^(syscall.O_CREAT|syscall.O_EXCL)), 0)
 	if err != nil {
@@ -143,11 +159,20 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 	}
 	fillAttr(&out.Attr, &bs.st)
 	child := n.newChild(ctx, &bs)
-	h := nodeOf(child, n).newHandle(f, rel, a, isWrite(flags), &existing.st, v)
-	if !h.writable {
-		m.observe(a, t, policy.Present(m.version(&bs.st)))
+	cn := nodeOf(child, n)
+	h := cn.newHandle(f, rel, a, isWrite(flags), &existing.st)
+	if !h.writable && a.Session != "" {
+		ver, err := m.cachedVersionOfFd(int(f.Fd()), &bs.st)
+		if err != nil {
+			_ = f.Close()
+			return nil, nil, 0, errnoOf(err)
+		}
+		m.observe(a, t, policy.Present(ver))
 	}
-	return child, m.wrap(h), 0, 0
+	if h.writable {
+		cn.own.note(a.Session, &bs.st)
+	}
+	return child, m.wrap(h), h.openFlags(), 0
 }
 
 // finishCreate stats a just-created entry, records it and returns its inode.
@@ -157,7 +182,10 @@ func (n *node) finishCreate(ctx context.Context, a policy.Actor, rel string, out
 	if err != nil {
 		return nil, errnoOf(err)
 	}
-	after := m.bump(&bs.st)
+	after, err := m.versionOfRel(rel, &bs.st)
+	if err != nil {
+		m.log.Warn("version of created entry", "path", rel, "err", err)
+	}
 	m.record(ctx, a, policy.OpCreate, m.target(rel), "", after, nil)
 	fillAttr(&out.Attr, &bs.st)
 	return n.newChild(ctx, &bs), 0
@@ -237,8 +265,9 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	return n.finishCreate(ctx, a, rel, out)
 }
 
-// Link implements fs.NodeLinker. The new name shares the file's identity,
-// so both names get the new version; a bound caller observes both.
+// Link implements fs.NodeLinker. The new name shares the file's bytes, so
+// its version is the file's; a bound caller's observation of the file is
+// carried to the new name (a link grants nothing it did not have).
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
 	src, ok := target.(*node)
@@ -269,10 +298,11 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, errnoOf(err)
 	}
-	after := m.bump(&bs.st)
+	after, _ := m.vers.Cached(&bs.st)
 	m.record(ctx, a, policy.OpLink, t, "", after, nil)
-	m.observe(a, m.target(srcRel), policy.Present(after))
-	m.links.add(fileID(&bs.st), srcRel, rel)
+	if err := m.cfg.Engine.CopyMount(a, m.target(srcRel), t); err != nil {
+		m.log.Warn("carry observation to a new link", "path", rel, "session", a.Session, "err", err)
+	}
 	fillAttr(&out.Attr, &bs.st)
 	return n.newChild(ctx, &bs), 0
 }
@@ -301,16 +331,21 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err != nil {
 		return errnoOf(err)
 	}
-	before := m.version(&bs.st)
-	if errno := m.checkChange(a, "unlink", t, &before); errno != 0 {
+	var before provider.Version
+	if errno := m.guardChange(a, "unlink", n.childNode(name), t, &bs.st, func() (provider.Version, error) {
+		v, err := m.versionOfEntry(e, &bs.st)
+		before = v
+		return v, err
+	}); errno != 0 {
 		return errno
+	}
+	if before == "" {
+		before, _ = m.vers.Cached(&bs.st)
 	}
 	if err := unix.Unlinkat(e.dir, e.name, 0); err != nil {
 		return errnoOf(err)
 	}
-	local.BumpIfLinked(m.gens, &bs.st) // other hard links change version too
 	m.record(ctx, a, policy.OpUnlink, t, before, "", nil)
-	m.refreshLinks(a, &bs.st, rel, before)
 	return 0
 }
 
@@ -331,7 +366,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if err != nil {
 		return errnoOf(err)
 	}
-	before := m.version(&bs.st)
+	before := local.MetadataVersion(&bs.st)
 	if err := unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR); err != nil {
 		return errnoOf(err)
 	}

@@ -18,7 +18,9 @@ import (
 // operation relative to the root descriptor (backing.go).
 type node struct {
 	fs.Inode
-	m *mountState
+	m   *mountState
+	own ownWrites // a bound session's own changes (guard.go)
+	io  ioModes   // open handles by kernel I/O mode (guard.go)
 }
 
 // The go-fuse interfaces node implements. Anything not listed falls back to

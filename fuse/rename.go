@@ -10,18 +10,19 @@ import (
 
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider"
 )
 
 // Rename implements fs.NodeRenamer, with RENAME_NOREPLACE and
 // RENAME_EXCHANGE (renameat2 flags are passed through).
 //
-// A bound caller needs a fresh observation of a file it renames over (and,
-// for an exchange, of both files, since each replaces the other); moving a
-// file to an absent name is allowed like a create. The moved identity gets a
-// new generation, so its version at the new name differs from any token for
-// the old one, and the replaced identity is bumped too (its other hard
-// links, if any, changed link count).
+// A bound caller needs a fresh observation of a file it moves away (its
+// name is removed) and of a file it renames over (and, for an exchange, of
+// both files, since each replaces the other); moving a file to an absent
+// name is allowed like a create. A rename changes no bytes: the session's
+// observation moves with the file to its new name, and a directory rename
+// carries the observations of everything under it. Directories need no
+// observation to be renamed.
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	m := n.m
 	np, ok := newParent.(*node)
@@ -68,38 +69,48 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errno := m.movableDir(srcRel, &src.st); errno != 0 {
 		return errno
 	}
-	srcBefore := m.version(&src.st)
 	dst, err := statAt(dstE.dir, dstE.name, false)
 	dstExists := err == nil
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return errnoOf(err)
 	}
-	dstBefore := m.version(&dst.st)
+	srcNode, dstNode := n.childNode(name), np.childNode(newName)
+	var srcBefore, dstBefore provider.Version
+	guardSrc := func() syscall.Errno {
+		return m.guardChange(a, "rename", srcNode, srcT, &src.st, func() (provider.Version, error) {
+			v, err := m.versionOfEntry(srcE, &src.st)
+			srcBefore = v
+			return v, err
+		})
+	}
+	guardDst := func() syscall.Errno {
+		return m.guardChange(a, "rename", dstNode, dstT, &dst.st, func() (provider.Version, error) {
+			v, err := m.versionOfEntry(dstE, &dst.st)
+			dstBefore = v
+			return v, err
+		})
+	}
 	if exchange && dstExists {
 		if errno := m.movableDir(dstRel, &dst.st); errno != 0 {
 			return errno
 		}
 	}
 
-	switch {
-	case exchange:
-		if !dstExists {
-			return syscall.ENOENT
-		}
-		if !isDir(&src.st) {
-			if errno := m.checkChange(a, "rename", srcT, &srcBefore); errno != 0 {
-				return errno
-			}
-		}
-		if !isDir(&dst.st) {
-			if errno := m.checkChange(a, "rename", dstT, &dstBefore); errno != 0 {
-				return errno
-			}
-		}
-	case dstExists && flags&unix.RENAME_NOREPLACE != 0:
+	if exchange && !dstExists {
+		return syscall.ENOENT
+	}
+	if dstExists && !exchange && flags&unix.RENAME_NOREPLACE != 0 {
 		return syscall.EEXIST
-	case dstExists && !isDir(&dst.st):
-		if errno := m.checkChange(a, "rename", dstT, &dstBefore); errno != 0 {
+	}
+	sameFile := dstExists && fileID(&dst.st) == fileID(&src.st)
+	if !isDir(&src.st) && !sameFile {
+		if errno := guardSrc(); errno != 0 {
+			return errno
+		}
+	}
+	switch {
+	case dstExists && !isDir(&dst.st) && !sameFile:
+		if errno := guardDst(); errno != 0 {
 			return errno
 		}
 	case !dstExists:
@@ -117,28 +128,56 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		m.log.Warn("stat renamed file", "path", dstRel, "err", err)
 		return 0
 	}
-	movedAfter := m.bump(&moved.st)
+	movedAfter := m.renamedVersion(a, srcBefore, dstE, &moved.st)
 	if exchange {
 		other, err := statAt(srcE.dir, srcE.name, false)
 		if err != nil {
 			m.log.Warn("stat exchanged file", "path", srcRel, "err", err)
 			return 0
 		}
-		otherAfter := m.bump(&other.st)
+		otherAfter := m.renamedVersion(a, dstBefore, srcE, &other.st)
+		m.carryDir(a, &moved.st, srcT, dstT)
 		m.record(ctx, a, policy.OpRename, srcT, srcBefore, movedAfter, &dstT)
 		m.record(ctx, a, policy.OpRename, dstT, dstBefore, otherAfter, &srcT)
 		// Each record marks its source absent for a bound caller; both
 		// names exist after an exchange.
-		m.observe(a, dstT, policy.Present(movedAfter))
+		if movedAfter != "" {
+			m.observe(a, dstT, policy.Present(movedAfter))
+		}
 		return 0
 	}
-	// The replaced identity changes version when it lives on under other
-	// names (a rename onto another name of the same file replaces nothing).
-	if dstExists && fileID(&dst.st) != fileID(&moved.st) {
-		local.BumpIfLinked(m.gens, &dst.st)
-	}
+	m.carryDir(a, &moved.st, srcT, dstT)
 	m.record(ctx, a, policy.OpRename, srcT, srcBefore, movedAfter, &dstT)
 	return 0
+}
+
+// renamedVersion is the version to record for a file renamed by a, now the
+// entry e with stat st (its bytes did not change): the one its guard
+// hashed, else the trusted cached one, else for a bound session (whose
+// observation moves with the file) a fresh hash.
+func (m *mountState) renamedVersion(a policy.Actor, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
+	if guarded != "" {
+		return guarded
+	}
+	if ver, ok := m.vers.Cached(st); ok || a.Session == "" {
+		return ver
+	}
+	ver, err := m.versionOfEntry(e, st)
+	if err != nil {
+		m.log.Warn("version of renamed file", "err", err)
+	}
+	return ver
+}
+
+// carryDir moves a bound session's observations of everything below a
+// directory it renamed.
+func (m *mountState) carryDir(a policy.Actor, st *unix.Stat_t, from, to provider.Target) {
+	if a.Session == "" || !isDir(st) {
+		return
+	}
+	if err := m.cfg.Engine.CarryMount(a, from, to); err != nil {
+		m.log.Warn("carry observations of a renamed directory", "from", from.DisplayPath, "to", to.DisplayPath, "err", err)
+	}
 }
 
 // isDir reports whether st is a directory.

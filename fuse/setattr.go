@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
 )
 
 // changingAttrs are the SETATTR fields that change a file (FATTR_FH and
@@ -18,8 +19,10 @@ const changingAttrs = gofuse.FATTR_MODE | gofuse.FATTR_UID | gofuse.FATTR_GID | 
 	gofuse.FATTR_CTIME | gofuse.FATTR_KILL_SUIDGID
 
 // Setattr implements fs.NodeSetattrer: chmod, chown, truncate, utimens.
-// Truncation by a bound caller needs a fresh observation (the kernel sends
-// open(O_TRUNC) as an open followed by a SETATTR of size 0); every change is
+// Truncation by a bound caller goes through the guard (the kernel sends
+// open(O_TRUNC) as an open followed by a SETATTR of size 0, and ftruncate
+// as a SETATTR with the descriptor); mode, owner and times change no bytes:
+// they are allowed, recorded, and grant no observation. Every change is
 // recorded.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) syscall.Errno {
 	m := n.m
@@ -34,11 +37,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		}
 	}
 	a := m.actor(ctx)
-	if h != nil && h.actor.Session != "" && a.Session == "" {
-		a = h.actor
+	if h != nil && h.actor.Session != "" {
+		a = h.actor // a change through a bound descriptor is its opener's
 	}
+	_, truncating := in.GetSize()
 
-	unlock, lockErr := m.lock(ctx, m.target(rel))
+	t := m.target(rel)
+	unlock, lockErr := m.lock(ctx, t)
 	if lockErr != 0 {
 		return lockErr
 	}
@@ -53,11 +58,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if err != nil {
 		return errnoOf(err)
 	}
-	beforeVer := m.version(&before.st)
-	t := m.target(rel)
-	_, truncating := in.GetSize()
 	if truncating {
-		if errno := m.checkChange(a, "truncate", t, &beforeVer); errno != 0 {
+		if errno := m.guardTruncate(a, n, h, rel, t, &before.st); errno != 0 {
 			return errno
 		}
 	}
@@ -81,13 +83,23 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if err != nil {
 		return errnoOf(err)
 	}
-	afterVer := m.bump(&after.st)
-	op := policy.OpSetattr
-	if truncating {
-		op = policy.OpTruncate
-	}
 	if h != nil && !n.linked() {
 		rel = h.rel
+	}
+	op := policy.OpSetattr
+	beforeVer, _ := m.vers.Cached(&before.st)
+	var afterVer provider.Version
+	if truncating {
+		op = policy.OpTruncate
+		n.own.note(a.Session, &after.st)
+		if h != nil {
+			afterVer = m.recordVersion(a, h.fd(), &after.st)
+		} else if a.Session != "" || after.st.Size <= recordHashLimit {
+			afterVer, _ = m.versionOfRel(rel, &after.st)
+		}
+	} else {
+		n.own.advance(a.Session, &before.st, &after.st)
+		afterVer, _ = m.vers.Cached(&after.st)
 	}
 	m.record(ctx, a, op, m.target(rel), beforeVer, afterVer, nil)
 	if h != nil && h.writable {
@@ -95,6 +107,26 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	}
 	fillAttr(&out.Attr, &after.st)
 	return 0
+}
+
+// guardTruncate is the guard of a size change: through a descriptor it is
+// guardHandle's decision (name still holds the file, session's own bytes
+// or a fresh observation), by name it is guardChange's.
+func (m *mountState) guardTruncate(a policy.Actor, n *node, h *handle, rel string, t provider.Target, st *unix.Stat_t) syscall.Errno {
+	if a.Session == "" {
+		return 0
+	}
+	if h != nil {
+		if cur, err := m.statRel(rel); err != nil || fileID(&cur.st) != fileID(st) {
+			return syscall.ESTALE
+		}
+		return m.guardChange(a, "truncate", n, t, st, func() (provider.Version, error) {
+			return m.versionOfFd(h.fd())
+		})
+	}
+	return m.guardChange(a, "truncate", n, t, st, func() (provider.Version, error) {
+		return m.versionOfRel(rel, st)
+	})
 }
 
 // setattrBacking applies a SETATTR without an open handle to the node's own

@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -32,15 +33,19 @@ func TestVersionXattr_IsTheProviderVersionAndChangesWithWrites(t *testing.T) {
 		v0 := e.xattrVersion("a.txt")
 		assert.Equal(t, e.version("a.txt"), v0)
 
-		// Same-size rewrites in quick succession: every one is a new version.
+		// Same-size rewrites with other bytes in quick succession: every
+		// one is a new version.
 		seen := map[provider.Version]bool{v0: true}
 		for i := 0; i < 5; i++ {
-			require.NoError(t, os.WriteFile(e.m("a.txt"), []byte("same size\n"), 0o644))
+			require.NoError(t, os.WriteFile(e.m("a.txt"), []byte(fmt.Sprintf("same siz%d\n", i)), 0o644))
 			v := e.xattrVersion("a.txt")
 			assert.Equal(t, e.version("a.txt"), v, "xattr and provider agree")
 			assert.False(t, seen[v], "write %d repeated a version", i)
 			seen[v] = true
 		}
+		// The bytes it had: the version it had.
+		require.NoError(t, os.WriteFile(e.m("a.txt"), []byte("same size\n"), 0o644))
+		assert.Equal(t, v0, e.xattrVersion("a.txt"), "identical bytes, identical version")
 
 		buf := make([]byte, 256)
 		n, err := unix.Listxattr(e.m("a.txt"), buf)

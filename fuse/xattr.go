@@ -63,7 +63,13 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		if err != nil {
 			return 0, errnoOf(err)
 		}
-		return xattrReply([]byte(n.m.version(&bs.st)), dest)
+		ver, ok := n.m.vers.Cached(&bs.st)
+		if !ok {
+			if ver, err = n.m.versionOfRel(rel, &bs.st); err != nil {
+				return 0, errnoOf(err)
+			}
+		}
+		return xattrReply([]byte(ver), dest)
 	}
 	fd, link, err := n.xattrFd()
 	if err != nil {
@@ -159,6 +165,10 @@ func (n *node) changeXattr(ctx context.Context, change func(path string) error) 
 	if err != nil {
 		return errnoOf(err)
 	}
-	m.record(ctx, a, policy.OpSetattr, m.target(rel), m.version(&before.st), m.bump(&after.st), nil)
+	// An attribute changes no bytes: recorded, grants nothing, and the
+	// version stays what it was (reported when the cache knows it).
+	ver, _ := m.vers.Cached(&before.st)
+	n.own.advance(a.Session, &before.st, &after.st)
+	m.record(ctx, a, policy.OpSetattr, m.target(rel), ver, ver, nil)
 	return 0
 }

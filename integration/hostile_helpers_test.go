@@ -52,6 +52,8 @@ func init() {
 		os.Exit(runMountWriter(os.Stdin, os.Stdout))
 	case helperPeerConnect:
 		os.Exit(runPeerConnect(os.Getenv(helperSocketEnv), os.Stdout))
+	case helperGuardOps:
+		os.Exit(runGuardOps(os.Stdin, os.Stdout))
 	default:
 		fmt.Fprintf(os.Stderr, "integration helper: unknown %s=%q\n", helperEnv, os.Getenv(helperEnv))
 		os.Exit(2)

@@ -22,6 +22,7 @@ import (
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // raceOp is one attempted mutation of the race test.
@@ -300,14 +301,21 @@ func checkRaceHistory(t *testing.T, d *daemon, ledger *raceLedger, files []strin
 	}
 
 	// Socket successes: one per base version, each with a fresh version.
+	// Versions name bytes and every actor writes unique content, so a base
+	// repeats only for the empty file: a mount writer's open(O_TRUNC)
+	// empties the file again and again before it writes, and an agent that
+	// read it then may legitimately replace it each time.
+	empty := local.VersionOfBytes(nil)
 	perBase := map[string][]raceOp{}
 	results := map[provider.Version]raceOp{}
 	for _, op := range ops {
 		if !op.OK || !strings.HasPrefix(op.Kind, "socket") {
 			continue
 		}
-		key := op.File + "\x00" + string(op.Base)
-		perBase[key] = append(perBase[key], op)
+		if op.Base != empty {
+			key := op.File + "\x00" + string(op.Base)
+			perBase[key] = append(perBase[key], op)
+		}
 		assert.NotEqual(t, op.Base, op.Result, "%s on %s returned its base version", op.Actor, op.File)
 		if prev, dup := results[op.Result]; dup {
 			t.Errorf("version %s returned to both %s (%s) and %s (%s)", op.Result, prev.Actor, prev.File, op.Actor, op.File)

@@ -18,7 +18,7 @@ import (
 )
 
 // BenchmarkDecideAndRecord measures the policy hot path: decide a write
-// intent, record the resulting observation, bump the generation.
+// intent, record the resulting observation, remember a digest.
 // decisions/s = 1e9 / ns_per_op.
 func BenchmarkDecideAndRecord(b *testing.B) {
 	s := openStore(b, b.TempDir(), quietOptions())
@@ -44,8 +44,9 @@ func BenchmarkDecideAndRecord(b *testing.B) {
 			if _, err := d.WriteIntent(ctx, a, t); err != nil {
 				b.Fatal(err)
 			}
-			g := s.Bump(provider.FileID{Dev: 1, Ino: uint64(i % nkeys)})
-			if err := s.Record(a.Session, t.Key, Present(provider.Version("v"+strconv.FormatUint(g, 10)))); err != nil {
+			d := digestFor(provider.FileID{Dev: 1, Ino: uint64(i % nkeys)}, i)
+			s.RememberDigest(provider.FileID{Dev: 1, Ino: uint64(i % nkeys)}, d)
+			if err := s.Record(a.Session, t.Key, Present(d.Version)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -55,7 +56,7 @@ func BenchmarkDecideAndRecord(b *testing.B) {
 }
 
 // BenchmarkOpenMemory reports the resident memory added by Open (MiB) and
-// after 100k observations, generations and audit entries.
+// after 100k observations, cached digests and audit entries.
 func BenchmarkOpenMemory(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		before := vmRSS(b)
@@ -66,8 +67,9 @@ func BenchmarkOpenMemory(b *testing.B) {
 		require.NoError(b, err)
 		for j := 0; j < 100_000; j++ {
 			key := provider.Key(fmt.Sprintf("/ws/dir/file-%d.go", j))
-			g := s.Bump(provider.FileID{Dev: 1, Ino: uint64(j)})
-			require.NoError(b, s.Record(sess.ID, key, Present(provider.Version("v"+strconv.FormatUint(g, 10)))))
+			d := digestFor(provider.FileID{Dev: 1, Ino: uint64(j)}, j)
+			s.RememberDigest(provider.FileID{Dev: 1, Ino: uint64(j)}, d)
+			require.NoError(b, s.Record(sess.ID, key, Present(d.Version)))
 			require.NoError(b, s.AppendAudit(AuditEntry{Key: key, Path: string(key), Op: OpWrite}))
 		}
 		require.NoError(b, s.Flush())

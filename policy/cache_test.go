@@ -12,7 +12,7 @@ import (
 )
 
 // TestCache_EvictedObservationStillRefusesStaleEdit: with the smallest
-// caches, a session's observation and the file's generation are evicted
+// caches, a session's observation and a cached digest are evicted
 // (after reaching Badger); the guard reads them back and still refuses an
 // edit based on what the session read before another writer changed it.
 func TestCache_EvictedObservationStillRefusesStaleEdit(t *testing.T) {
@@ -29,24 +29,27 @@ func TestCache_EvictedObservationStillRefusesStaleEdit(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.Edit(ctx, b, target, provider.EditRequest{OldString: "alpha", NewString: "beta"}, Guard{})
 	require.NoError(t, err)
-	gen := s.Bump(provider.FileID{Dev: 1, Ino: 42})
+	want := digestFor(provider.FileID{Dev: 1, Ino: 42}, 42)
+	s.RememberDigest(provider.FileID{Dev: 1, Ino: 42}, want)
 
 	// Push everything out of the caches: flush, then touch many other keys.
 	require.NoError(t, s.Flush())
 	for i := range 2000 {
 		other := fs.target(fmt.Sprintf("/ws/other-%d", i))
 		_, _ = s.Observation(a.Session, other.Key)
-		_ = s.Current(provider.FileID{Dev: 2, Ino: uint64(i)})
+		_, _ = s.Digest(provider.FileID{Dev: 2, Ino: uint64(i)})
 	}
 	require.NoError(t, s.Flush())
 	entries, dirty := s.buf.size()
-	gens, gdirty := s.gens.size()
+	cached, ddirty := s.digests.size()
 	assert.Zero(t, dirty)
-	assert.Zero(t, gdirty)
+	assert.Zero(t, ddirty)
 	assert.LessOrEqual(t, entries, 3*bufferShards, "the record cache stays bounded")
-	assert.LessOrEqual(t, gens, 3*generationShards, "the generation cache stays bounded")
+	assert.LessOrEqual(t, cached, 3*digestShards, "the digest cache stays bounded")
 
-	assert.Equal(t, gen, s.Current(provider.FileID{Dev: 1, Ino: 42}), "an evicted generation is read back")
+	got42, ok := s.Digest(provider.FileID{Dev: 1, Ino: 42})
+	require.True(t, ok)
+	assert.Equal(t, want, got42, "an evicted digest is read back")
 	_, err = e.Edit(ctx, a, target, provider.EditRequest{OldString: "alpha", NewString: "gamma"}, Guard{})
 	require.Error(t, err)
 	assert.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "a stale read is refused after eviction")
@@ -54,7 +57,7 @@ func TestCache_EvictedObservationStillRefusesStaleEdit(t *testing.T) {
 	assert.Equal(t, "beta\n", got)
 }
 
-// TestCache_DirtyEntriesAreNeverEvicted: unflushed records and generations
+// TestCache_DirtyEntriesAreNeverEvicted: unflushed records and digests
 // survive any amount of cache pressure.
 func TestCache_DirtyEntriesAreNeverEvicted(t *testing.T) {
 	s := openStore(t, t.TempDir(), quietOptions().WithCacheEntries(1).WithFlushEntries(1<<20).WithFlushInterval(1<<40))
@@ -63,15 +66,18 @@ func TestCache_DirtyEntriesAreNeverEvicted(t *testing.T) {
 	target := fs.target("/ws/keep")
 	require.NoError(t, s.Record(a.Session, target.Key, Present("v7")))
 	id := provider.FileID{Dev: 1, Ino: 7}
-	gen := s.Bump(id)
+	want := digestFor(id, 7)
+	s.RememberDigest(id, want)
 	for i := range 2000 {
 		_, _ = s.Observation(a.Session, fs.target(fmt.Sprintf("/ws/o-%d", i)).Key)
-		_ = s.Current(provider.FileID{Dev: 3, Ino: uint64(i)})
+		_, _ = s.Digest(provider.FileID{Dev: 3, Ino: uint64(i)})
 	}
 	obs, ok := s.Observation(a.Session, target.Key)
 	require.True(t, ok)
 	assert.Equal(t, Present("v7"), obs)
-	assert.Equal(t, gen, s.Current(id))
-	_, dirty := s.gens.size()
+	got, ok := s.Digest(id)
+	require.True(t, ok)
+	assert.Equal(t, want, got)
+	_, dirty := s.digests.size()
 	assert.Equal(t, 1, dirty)
 }

@@ -21,6 +21,12 @@ type Event struct {
 	To          *provider.Target // destination of a move or rename
 }
 
+// Preparer runs before a socket mutation's guard reads the target's bytes:
+// the FUSE layer writes back the mount's dirty pages of that file (a
+// person's mmap stores through the mount), so the guard hashes the bytes
+// everyone sees.
+type Preparer func(ctx context.Context, t provider.Target)
+
 // Observer runs after a mutation is on disk. Its error is reported to the
 // caller (wrapping ErrObserverFailed) but never undoes the mutation.
 type Observer func(ctx context.Context, ev Event) error
@@ -44,6 +50,7 @@ type Engine struct {
 	mu        sync.RWMutex
 	decider   Decider
 	observers []Observer
+	preparers []Preparer
 }
 
 // NewEngine returns an Engine over store and fs with the observation decider
@@ -77,6 +84,25 @@ func (e *Engine) AddObserver(o Observer) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.observers = append(e.observers, o)
+}
+
+// AddPreparer adds a preparer; preparers run in the order added.
+func (e *Engine) AddPreparer(p Preparer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.preparers = append(e.preparers, p)
+}
+
+// prepare runs the preparers for ts.
+func (e *Engine) prepare(ctx context.Context, ts ...provider.Target) {
+	e.mu.RLock()
+	preparers := e.preparers
+	e.mu.RUnlock()
+	for _, p := range preparers {
+		for _, t := range ts {
+			p(ctx, t)
+		}
+	}
 }
 
 // FS returns the provider the Engine drives.
@@ -255,6 +281,7 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	if err != nil {
 		return provider.WriteOutcome{}, err
 	}
+	e.prepare(ctx, t)
 	out, err := e.fs.WriteText(ctx, t, content, intent)
 	if err != nil {
 		return out, err
@@ -278,6 +305,7 @@ func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provi
 	if err != nil {
 		return provider.EditOutcome{}, err
 	}
+	e.prepare(ctx, t)
 	out, err := e.fs.EditText(ctx, t, req, vg)
 	if err != nil {
 		return out, err
@@ -297,6 +325,7 @@ func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []
 	if err != nil {
 		return provider.EditOutcome{}, err
 	}
+	e.prepare(ctx, t)
 	out, err := e.fs.PatchText(ctx, t, hunks, vg)
 	if err != nil {
 		return out, err
@@ -316,6 +345,7 @@ func (e *Engine) Delete(ctx context.Context, a Actor, t provider.Target, g Guard
 	if err != nil {
 		return provider.DeleteOutcome{}, err
 	}
+	e.prepare(ctx, t)
 	out, err := e.fs.DeleteFile(ctx, t, vg)
 	if err != nil {
 		return out, err
@@ -341,6 +371,7 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 	if err != nil {
 		return provider.MoveOutcome{}, withOp(err, "move")
 	}
+	e.prepare(ctx, src, dst)
 	out, err := e.fs.MoveFile(ctx, src, dst, provider.MoveOptions{Hunks: hunks, ExpectedSource: sg, ExpectedDestination: dg})
 	if err != nil {
 		return out, err

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -106,4 +107,14 @@ func (g *guardRecorder) DeleteFile(ctx context.Context, t provider.Target, e *pr
 func (g *guardRecorder) MoveFile(ctx context.Context, src, dst provider.Target, o provider.MoveOptions) (provider.MoveOutcome, error) {
 	g.note(o.ExpectedDestination, o.ExpectedSource)
 	return g.FileSystem.MoveFile(ctx, src, dst, o)
+}
+
+// digestFor is a distinct cached digest (the n-th) for id, as a Versioner
+// would remember it.
+func digestFor(id provider.FileID, n int) provider.CachedDigest {
+	return provider.CachedDigest{
+		Key:        provider.StatKey{Dev: id.Dev, Ino: id.Ino, Size: int64(n), MtimeNs: int64(n) * 1000, CtimeNs: int64(n) * 1000},
+		Version:    provider.Version(fmt.Sprintf("c1-%064x", n)),
+		HashedAtNs: int64(n)*1000 + 1e9,
+	}
 }

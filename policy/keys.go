@@ -9,23 +9,21 @@ import (
 
 // Key layout in Badger. Every record kind has its own one-letter prefix:
 //
-//	m/<name>                     meta: clean-shutdown marker, floor, leases
+//	m/<name>                     meta: clean-shutdown marker, leases
 //	s/<session>                  session record (JSON)
 //	o/<session>\x00<target key>  observation (kind byte + version)
-//	g/<dev:8><ino:8>             generation (big-endian uint64)
+//	d/<dev:8><ino:8>             cached content digest (encodeDigest)
 //	w/<target key>               last writer (JSON)
 //	a/<seq:8>                    audit entry (JSON), big-endian sequence
 const (
 	prefixMeta        = "m/"
 	prefixSession     = "s/"
 	prefixObservation = "o/"
-	prefixGeneration  = "g/"
+	prefixDigest      = "d/"
 	prefixLastWrite   = "w/"
 	prefixAudit       = "a/"
 
 	keyClean      = prefixMeta + "clean"
-	keyFloor      = prefixMeta + "floor"
-	keyLeaseGen   = prefixMeta + "lease/generation"
 	keyLeaseAudit = prefixMeta + "lease/audit"
 )
 
@@ -39,9 +37,9 @@ func observationKey(id SessionID, key provider.Key) []byte {
 	return append(observationPrefix(id), key...)
 }
 
-func generationKey(id provider.FileID) []byte {
-	b := make([]byte, 0, len(prefixGeneration)+16)
-	b = append(b, prefixGeneration...)
+func digestKey(id provider.FileID) []byte {
+	b := make([]byte, 0, len(prefixDigest)+16)
+	b = append(b, prefixDigest...)
 	b = binary.BigEndian.AppendUint64(b, id.Dev)
 	return binary.BigEndian.AppendUint64(b, id.Ino)
 }

@@ -94,8 +94,9 @@ func (e *Engine) ObserveMount(a Actor, t provider.Target, obs Observation) error
 // entry, the bound session's observation, then the observers. For
 // OpUnlink/OpDelete the session records t absent; with a destination (to,
 // for OpRename/OpMove) it records the destination present at after and t
-// absent; otherwise t present at after (nothing when after is empty, which
-// leaves an older observation that is stale: the strict side). An observer
+// absent; OpSetattr and OpLink change no observation; otherwise t present
+// at after (nothing when after is empty, which leaves an older observation
+// that is stale: the strict side). An observer
 // failure is returned wrapping ErrObserverFailed.
 func (e *Engine) RecordMount(ctx context.Context, a Actor, op MutationOp, t provider.Target, before, after provider.Version, to *provider.Target) error {
 	if a.Channel == "" {
@@ -105,11 +106,44 @@ func (e *Engine) RecordMount(ctx context.Context, a Actor, op MutationOp, t prov
 		e.store.Touch(a.Session)
 	}
 	obs := Present(after)
-	if op == OpUnlink || op == OpDelete {
+	switch op {
+	case OpUnlink, OpDelete:
 		obs = Absent()
+	case OpSetattr, OpLink:
+		// Metadata changes and new names grant nothing: the session keeps
+		// what it had (see CopyMount for a link).
+		obs = Present("")
 	}
 	return e.commit(ctx, mutation{
 		actor: a, op: op, target: t, before: before, after: after, obs: obs,
 		to: to, sourceDeleted: to != nil,
 	})
+}
+
+// CopyMount gives the new name to of a file (a hard link made by a's
+// session through the mount) the observation a's session has of from, if
+// any. A link changes no bytes: a fresh observation stays fresh under both
+// names, a stale one stale, and an unseen file stays unseen.
+func (e *Engine) CopyMount(a Actor, from, to provider.Target) error {
+	if a.Session == "" {
+		return nil
+	}
+	obs, ok := e.store.Observation(a.Session, from.Key)
+	if !ok {
+		return nil
+	}
+	if err := e.store.Record(a.Session, to.Key, obs); err != nil {
+		return fmt.Errorf("carry observation of %s to %s: %w", from.DisplayPath, to.DisplayPath, err)
+	}
+	return nil
+}
+
+// CarryMount moves a's observations of everything below the directory from
+// to the same paths below to (a directory renamed by a's session through
+// the mount changes no bytes).
+func (e *Engine) CarryMount(a Actor, from, to provider.Target) error {
+	if a.Session == "" {
+		return nil
+	}
+	return e.store.CarryObservations(a.Session, from.Key, to.Key)
 }

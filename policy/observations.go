@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -74,4 +76,53 @@ func (s *Store) Forget(id SessionID, key provider.Key) error {
 
 func unknownSession(id SessionID) error {
 	return fmt.Errorf("session %q: %w; open a new session", id, ErrUnknownSession)
+}
+
+// CarryObservations moves what session id knows of every path below the
+// directory from to the same path below the directory to (a rename of that
+// directory by the session: it changes no bytes, so fresh observations stay
+// fresh and stale ones stay stale). Paths below from become absent.
+func (s *Store) CarryObservations(id SessionID, from, to provider.Key) error {
+	if s.session(id) == nil {
+		return unknownSession(id)
+	}
+	if err := s.Flush(); err != nil {
+		return fmt.Errorf("carry observations below %s: %w", from, err)
+	}
+	prefix := observationKey(id, from+"/")
+	type carried struct {
+		rel string
+		obs Observation
+	}
+	var moved []carried
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			rel := string(it.Item().Key()[len(prefix):])
+			err := it.Item().Value(func(v []byte) error {
+				obs, derr := decodeObservation(v)
+				if derr == nil {
+					moved = append(moved, carried{rel: rel, obs: obs})
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list observations below %s: %w", from, err)
+	}
+	for _, c := range moved {
+		if err := s.Record(id, to+"/"+provider.Key(c.rel), c.obs); err != nil {
+			return err
+		}
+		if err := s.Record(id, from+"/"+provider.Key(c.rel), Absent()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -17,7 +17,7 @@ import (
 
 // TestEngine_ConcurrentSessionsOneWinnerPerVersion races 64 sessions, each
 // reading then editing one file through the Engine over provider/local, with
-// the store as the generation source. Every version that was read and
+// the store as the digest cache. Every version that was read and
 // edited has exactly one winning edit; every loser gets FS_STALE_VERSION.
 func TestEngine_ConcurrentSessionsOneWinnerPerVersion(t *testing.T) {
 	const sessions, rounds = 64, 10
@@ -25,7 +25,7 @@ func TestEngine_ConcurrentSessionsOneWinnerPerVersion(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(root, "counter.txt"), []byte("start\n"), 0o644))
 	store := openStore(t, t.TempDir(), quietOptions())
-	fs, err := local.New(root, local.Options{Generations: store})
+	fs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(t, err)
 	e := NewEngine(store, fs)
 	target := fs.TargetForRel("counter.txt")

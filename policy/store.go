@@ -13,7 +13,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/dshmount/dshmount/provider"
 )
 
 // Errors of the store.
@@ -28,10 +27,8 @@ var (
 	ErrClosed = errors.New("policy store is closed")
 )
 
-var _ provider.Generations = (*Store)(nil)
-
 // Store is the persistent observation store: sessions, observations,
-// generations, last writers and the audit log, on Badger. Writes are
+// cached content digests, last writers and the audit log, on Badger. Writes are
 // acknowledged from memory and reach Badger in batches; a crash may lose the
 // last batch, which only makes guards stricter (see Open).
 type Store struct {
@@ -41,8 +38,7 @@ type Store struct {
 	log  *slog.Logger
 
 	buf        *writeBuffer
-	gens       generations
-	genSeq     *sequence
+	digests    digests
 	auditSeq   *sequence
 	sessMu     sync.RWMutex
 	sessions   map[SessionID]*sessionState
@@ -60,9 +56,9 @@ type Store struct {
 // opener of the same directory, in this process or another, fails with an
 // error wrapping ErrStateLocked.
 //
-// If the previous run did not close cleanly, Open raises the generation
-// floor above every generation ever issued, so every version token handed
-// out before the crash is refused afterwards: a crash only makes guards
+// Versions name bytes, so a token issued before a crash stays valid
+// exactly as long as the file holds the same bytes; a record lost in a
+// crash (an observation, a session's latest version) can only make a guard
 // stricter.
 func Open(stateDir string, opts Options) (*Store, error) {
 	opts = opts.normalized()
@@ -101,7 +97,7 @@ func Open(stateDir string, opts Options) (*Store, error) {
 		sessions: make(map[SessionID]*sessionState),
 		stop:     make(chan struct{}),
 	}
-	s.gens.init(opts.CacheEntries)
+	s.digests.init(opts.CacheEntries)
 	if err := s.start(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -118,38 +114,22 @@ func Open(stateDir string, opts Options) (*Store, error) {
 // start loads the meta records and sessions and applies the crash rule.
 func (s *Store) start() error {
 	var err error
-	if s.genSeq, err = openSequence(s.db, keyLeaseGen, s.opts.LeaseBandwidth); err != nil {
-		return err
-	}
 	if s.auditSeq, err = openSequence(s.db, keyLeaseAudit, s.opts.LeaseBandwidth); err != nil {
 		return err
-	}
-	floor, err := readUint64(s.db, []byte(keyFloor))
-	if err != nil {
-		return fmt.Errorf("read generation floor: %w", err)
 	}
 	clean, err := s.exists([]byte(keyClean))
 	if err != nil {
 		return fmt.Errorf("read clean-shutdown marker: %w", err)
 	}
-	fresh := s.genSeq.limit.Load() == 0 && s.auditSeq.limit.Load() == 0 && floor == 0
+	fresh := s.auditSeq.limit.Load() == 0
 	if !clean && !fresh {
-		// Unclean shutdown: every generation issued before the crash is at
-		// most the persisted lease, so the next value is above all of them.
-		floor = s.genSeq.next()
 		s.recovered = true
-		s.log.Warn("policy store was not closed cleanly; versions issued before the crash are now stale",
-			"state", s.dir, "floor", floor)
+		s.log.Warn("policy store was not closed cleanly; records of the last moments may be missing, which only makes guards stricter",
+			"state", s.dir)
 	}
-	s.gens.floor = floor
-	// Remove the marker (and persist the floor) before serving: a crash
-	// from now on must be seen as unclean.
-	err = s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set([]byte(keyFloor), encodeUint64(floor)); err != nil {
-			return err
-		}
-		return txn.Delete([]byte(keyClean))
-	})
+	// Remove the marker before serving: a crash from now on must be seen
+	// as unclean.
+	err = s.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(keyClean)) })
 	if err == nil {
 		err = s.db.Sync()
 	}
@@ -169,7 +149,6 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.stop)
 		s.background.Wait()
-		s.genSeq.wait()
 		s.auditSeq.wait()
 		err := s.flush()
 		if err == nil {
@@ -198,9 +177,6 @@ func (s *Store) failure() error {
 	if p := s.flushErr.Load(); p != nil {
 		return *p
 	}
-	if err := s.genSeq.failed(); err != nil {
-		return err
-	}
 	return s.auditSeq.failed()
 }
 
@@ -216,15 +192,15 @@ func (s *Store) flush() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	items := s.buf.takeDirty()
-	gens := s.gens.takeDirty()
-	if len(items) == 0 && len(gens) == 0 {
+	digests := s.digests.takeDirty()
+	if len(items) == 0 && len(digests) == 0 {
 		return nil
 	}
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	err := func() error {
-		for _, g := range gens {
-			if err := wb.Set(generationKey(g.id), encodeUint64(g.v)); err != nil {
+		for _, d := range digests {
+			if err := wb.Set(digestKey(d.id), encodeDigest(d.d)); err != nil {
 				return err
 			}
 		}
@@ -242,15 +218,15 @@ func (s *Store) flush() error {
 		return wb.Flush()
 	}()
 	if err != nil {
-		s.gens.requeue(gens)
+		s.digests.requeue(digests)
 		s.buf.requeue(items)
-		err = fmt.Errorf("flush %d policy records: %w", len(items)+len(gens), err)
+		err = fmt.Errorf("flush %d policy records: %w", len(items)+len(digests), err)
 		s.flushErr.CompareAndSwap(nil, &err)
 		s.log.Error("policy store flush failed; will retry", "err", err)
 		return err
 	}
 	s.buf.flushed(items)
-	s.gens.flushed(gens)
+	s.digests.flushed(digests)
 	return nil
 }
 

@@ -45,7 +45,8 @@ func TestPersistence_CleanRestartKeepsEverything(t *testing.T) {
 	require.NoError(t, s.Record(sess.ID, key, Present("v7")))
 	require.NoError(t, s.Record(sess.ID, "/ws/gone", Absent()))
 	id := provider.FileID{Dev: 1, Ino: 42}
-	g := s.Bump(id)
+	want := digestFor(id, 42)
+	s.RememberDigest(id, want)
 	untouched := provider.FileID{Dev: 1, Ino: 43}
 	actor := Actor{Session: sess.ID, UID: 1000, Channel: ChannelSocket}
 	rec := WriteRecord{Actor: actor, Op: OpEdit, Time: time.Unix(1700000000, 0).UTC(), Version: "v7", Path: "f.txt"}
@@ -65,8 +66,11 @@ func TestPersistence_CleanRestartKeepsEverything(t *testing.T) {
 	obs, ok = r.Observation(sess.ID, "/ws/gone")
 	require.True(t, ok)
 	assert.Equal(t, Absent(), obs)
-	assert.Equal(t, g, r.Current(id), "a clean restart keeps generations exactly")
-	assert.Zero(t, r.Current(untouched), "a clean restart raises no floor")
+	cached, ok := r.Digest(id)
+	require.True(t, ok)
+	assert.Equal(t, want, cached, "a clean restart keeps cached digests exactly")
+	_, ok = r.Digest(untouched)
+	assert.False(t, ok)
 	lw, ok := r.LastWrite(key)
 	require.True(t, ok)
 	assert.Equal(t, rec.Actor, lw.Actor)
@@ -78,48 +82,24 @@ func TestPersistence_CleanRestartKeepsEverything(t *testing.T) {
 	assert.Equal(t, provider.Version("v6"), entries[0].Before)
 	assert.NotZero(t, entries[0].Seq)
 	assert.False(t, entries[0].Time.IsZero())
-
-	// New values continue above the old ones.
-	assert.Greater(t, r.Bump(id), g)
 }
 
-func TestGenerations_OneCounterNeverRepeats(t *testing.T) {
-	dir := t.TempDir()
-	opts := quietOptions().WithLeaseBandwidth(10) // force many lease extensions
-	seen := make(map[uint64]bool)
-	var mu sync.Mutex
-	for round := 0; round < 3; round++ {
-		s := openStore(t, dir, opts)
-		var wg sync.WaitGroup
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 200; i++ {
-					id := provider.FileID{Dev: 1, Ino: uint64(i % 5)}
-					v := s.Bump(id)
-					mu.Lock()
-					assert.False(t, seen[v], "generation %d issued twice", v)
-					seen[v] = true
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		require.NoError(t, s.Close())
-	}
-	assert.Len(t, seen, 3*8*200)
-}
-
-func TestGenerations_CurrentIsLastBump(t *testing.T) {
+func TestDigests_LastRememberedWinsAndDecodesExactly(t *testing.T) {
 	s := openStore(t, t.TempDir(), quietOptions())
 	a, b := provider.FileID{Dev: 1, Ino: 1}, provider.FileID{Dev: 1, Ino: 2}
-	assert.Zero(t, s.Current(a))
-	ga := s.Bump(a)
-	gb := s.Bump(b)
-	assert.Equal(t, ga, s.Current(a))
-	assert.Equal(t, gb, s.Current(b))
-	assert.NotEqual(t, ga, gb)
+	_, ok := s.Digest(a)
+	assert.False(t, ok)
+	s.RememberDigest(a, digestFor(a, 1))
+	s.RememberDigest(a, digestFor(a, 2))
+	s.RememberDigest(b, digestFor(b, 3))
+	got, ok := s.Digest(a)
+	require.True(t, ok)
+	assert.Equal(t, digestFor(a, 2), got)
+	dec, err := decodeDigest(encodeDigest(digestFor(b, 3)))
+	require.NoError(t, err)
+	assert.Equal(t, digestFor(b, 3), dec)
+	_, err = decodeDigest([]byte("short"))
+	assert.Error(t, err)
 }
 
 func TestCloseSession_DropsObservations(t *testing.T) {

@@ -61,17 +61,18 @@ func TestCodeOf_NonProviderErrorIsEmpty(t *testing.T) {
 	assert.Equal(t, provider.Code(""), provider.CodeOf(nil))
 }
 
-func TestMemoryGenerations_BumpNeverRepeats(t *testing.T) {
-	g := provider.NewMemoryGenerations()
+func TestMemoryDigests_RemembersTheLastEntryPerIdentity(t *testing.T) {
+	c := provider.NewMemoryDigests()
 	a := provider.FileID{Dev: 1, Ino: 100}
-	b := provider.FileID{Dev: 1, Ino: 101}
-	assert.Zero(t, g.Current(a))
-	first := g.Bump(a)
-	second := g.Bump(b)
-	third := g.Bump(a)
-	assert.NotEqual(t, first, third)
-	assert.Greater(t, third, second)
-	assert.Equal(t, third, g.Current(a))
+	_, ok := c.Digest(a)
+	assert.False(t, ok)
+	c.RememberDigest(a, provider.CachedDigest{Version: "v-old"})
+	c.RememberDigest(a, provider.CachedDigest{Version: "v-new"})
+	d, ok := c.Digest(a)
+	assert.True(t, ok)
+	assert.Equal(t, provider.Version("v-new"), d.Version)
+	_, ok = c.Digest(provider.FileID{Dev: 1, Ino: 101})
+	assert.False(t, ok)
 }
 
 func TestCodes_AreUniqueAndPrefixed(t *testing.T) {

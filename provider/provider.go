@@ -19,8 +19,10 @@ import (
 // to the same Key. Consumers must not parse it.
 type Key string
 
-// Version is an opaque freshness token. Two successive mutations always yield
-// different versions, and so does an out-of-band change. Consumers must not
+// Version is an opaque token that names a file's content: equal bytes give
+// an equal version, any byte difference a different one (for the local
+// backend, a SHA-256 digest of the bytes). Metadata-only changes (times,
+// mode, owner, extended attributes) leave it as it is. Consumers must not
 // interpret it.
 type Version string
 
@@ -171,17 +173,6 @@ type ByteRange struct {
 type FileID struct {
 	Dev uint64
 	Ino uint64
-}
-
-// Generations supplies the daemon-side part of version tokens: a counter per
-// file identity that the daemon advances on every mutation, so that two
-// mutations within one clock tick still give different versions. The policy
-// store implements it persistently; NewMemoryGenerations is the in-memory one.
-type Generations interface {
-	// Current returns the generation of id (zero when never advanced).
-	Current(id FileID) uint64
-	// Bump advances the generation of id and returns the new value.
-	Bump(id FileID) uint64
 }
 
 // FileSystem is the provider seam. Every call takes a context; cancellation

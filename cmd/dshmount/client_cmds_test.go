@@ -48,7 +48,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
 	require.NoError(t, err)
-	fs, err := local.New(root, local.Options{Generations: store})
+	fs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(t, err)
 	dir, err := os.MkdirTemp("", "dshcli")
 	require.NoError(t, err)

@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}()
 
-	lfs, err := local.New(cfg.Source, local.Options{Generations: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
+	lfs, err := local.New(cfg.Source, local.Options{Digests: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}

@@ -40,7 +40,7 @@ func startDaemon(t *testing.T) *testDaemon {
 	root := t.TempDir()
 	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
 	require.NoError(t, err)
-	fs, err := local.New(root, local.Options{Generations: store})
+	fs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(t, err)
 	engine := policy.NewEngine(store, fs)
 	// Unix socket paths are short; t.TempDir() paths can exceed the limit.

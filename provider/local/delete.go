@@ -45,7 +45,6 @@ func (fs *FS) unlink(p *probe) (removed bool, err error) {
 	if err := retryEINTR0(func() error { return unix.Unlinkat(dirFD, p.name, 0) }); err != nil {
 		return false, pathErr("unlinkat", p.rel, err)
 	}
-	BumpIfLinked(fs.gens, &p.st)
 	if err := fs.syncDir(p.dir); err != nil {
 		return true, pathErr("fsync", p.dirRel, err)
 	}

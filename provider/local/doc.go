@@ -5,7 +5,9 @@
 // sandbox fence against "..", absolute paths and symbolic links that lead
 // outside the root), text decoding and binary rejection, the per-target
 // mutation locks, atomic publication (temp file, fsync, rename, directory
-// fsync) and the version formula shared with the FUSE layer (VersionOf).
+// fsync) and the content versions shared with the FUSE layer (Versioner:
+// SHA-256 of the bytes, a stat-keyed digest cache for reports, a fresh hash
+// for every guard).
 //
 // Every read and every mutation goes through a directory descriptor opened
 // on the root with openat2(RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS), so a
@@ -13,6 +15,6 @@
 // leave the workspace.
 //
 // It must not know about the policy store, FUSE or the control socket:
-// guards arrive as optional arguments, and the generation counter that keeps
-// versions distinct comes in through provider.Generations.
+// guards arrive as optional arguments, and the persistent digest cache comes
+// in through provider.DigestCache.
 package local

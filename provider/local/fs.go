@@ -19,9 +19,9 @@ const defaultChunkSize = 64 << 10
 
 // Options configure a local FS.
 type Options struct {
-	// Generations supplies the per-identity generation folded into versions;
-	// nil means provider.NewMemoryGenerations().
-	Generations provider.Generations
+	// Digests caches content versions by stat identity (the policy store
+	// persists it); nil means an in-memory cache.
+	Digests provider.DigestCache
 	// Aliases are extra absolute roots that map onto the workspace (e.g. the
 	// mountpoint). Absolute paths under them are accepted by Resolve and
 	// ProcessPathFromHostPath; they are mapped lexically and never touched.
@@ -55,7 +55,7 @@ type FS struct {
 	root     string   // canonical absolute root
 	rootFD   int      // O_PATH descriptor of root; all I/O is relative to it
 	prefixes []string // root, then the aliases, as cleaned absolute paths
-	gens     provider.Generations
+	vers     *Versioner
 	maxBasis int64
 	noSync   bool // Durability is DurabilityNone
 	locks    *lockTable
@@ -97,14 +97,11 @@ func New(root string, opts Options) (*FS, error) {
 		root:     canon,
 		rootFD:   fd,
 		prefixes: []string{canon},
-		gens:     opts.Generations,
+		vers:     NewVersioner(opts.Digests),
 		maxBasis: opts.MaxBasisBytes,
 		noSync:   opts.Durability == DurabilityNone,
 		locks:    newLockTable(),
 		chunk:    defaultChunkSize,
-	}
-	if fs.gens == nil {
-		fs.gens = provider.NewMemoryGenerations()
 	}
 	if fs.maxBasis <= 0 {
 		fs.maxBasis = DefaultMaxBasisBytes
@@ -134,3 +131,7 @@ func (fs *FS) Close() error {
 	}
 	return nil
 }
+
+// Versioner returns the content-version computer of fs, shared with the
+// FUSE layer so that both report and compare the same tokens.
+func (fs *FS) Versioner() *Versioner { return fs.vers }

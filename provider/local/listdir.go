@@ -87,7 +87,7 @@ func (fs *FS) dirEntry(dirFD int, dirRel string, c os.DirEntry) (provider.DirEnt
 		e.Target, st = fs.TargetForRel(resolved), lst
 	}
 	e.Type = typeOf(st.Mode)
-	e.Version = fs.versionOf(&st)
+	e.Version = fs.listedVersion(dirFD, name, &st)
 	e.Size = sizeOf(&st)
 	return e, nil
 }

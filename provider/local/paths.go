@@ -23,8 +23,12 @@ func (fs *FS) Lstat(ctx context.Context, p string, opts provider.ResolveOptions)
 	if !ok {
 		return nil, nil
 	}
+	ver, err := fs.versionAtRel(rel, &st, false)
+	if err != nil {
+		return nil, ioFailure("lstat", p, err)
+	}
 	return &provider.PathInfo{
-		Version: VersionOf(&st, fs.gens.Current(FileIDOf(&st))),
+		Version: ver,
 		Type:    pathTypeOf(st.Mode),
 		Size:    sizeOf(&st),
 	}, nil

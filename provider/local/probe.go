@@ -121,7 +121,11 @@ func (fs *FS) requireSource(p *probe, guard *provider.VersionGuard) error {
 		return err
 	}
 	if guard != nil {
-		if now := fs.versionOf(&p.st); now != guard.Version {
+		now, err := fs.probeVersion(p)
+		if err != nil {
+			return err
+		}
+		if now != guard.Version {
 			return staleChanged(p.op, p.disp, guard.Version, now)
 		}
 	}
@@ -145,7 +149,11 @@ func (fs *FS) checkWriteIntent(p *probe, intent *provider.WriteIntent) error {
 		if !p.exists {
 			return staleMissing(p.op, p.disp)
 		}
-		if now := fs.versionOf(&p.st); now != intent.Version {
+		now, err := fs.probeVersion(p)
+		if err != nil {
+			return err
+		}
+		if now != intent.Version {
 			return staleChanged(p.op, p.disp, intent.Version, now)
 		}
 	default:

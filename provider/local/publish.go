@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,7 +41,7 @@ type published struct {
 }
 
 // publish stages spec.data in a temp file in the target's directory, fsyncs
-// it, bumps the generation of the new identity, renames it over the target
+// it, renames it over the target
 // and fsyncs the directory. On any failure the temp file is removed and the
 // old content is left intact.
 func (fs *FS) publish(ctx context.Context, p *probe, spec publishSpec) (published, error) {
@@ -70,11 +71,6 @@ func (fs *FS) publish(ctx context.Context, p *probe, spec publishSpec) (publishe
 	if err := stageContent(f, spec, !fs.noSync); err != nil {
 		return out, ioFailure(p.op, p.disp, err)
 	}
-	st, err := fstat(f)
-	if err != nil {
-		return out, ioFailure(p.op, p.disp, err)
-	}
-	gen := fs.gens.Bump(FileIDOf(&st))
 	if fs.hooks.beforePublish != nil {
 		fs.hooks.beforePublish(p.dir, p.name)
 	}
@@ -99,7 +95,7 @@ func (fs *FS) publish(ctx context.Context, p *probe, spec publishSpec) (publishe
 	if out.st, err = fstat(f); err != nil {
 		return out, ioFailure(p.op, p.disp, err)
 	}
-	out.version = VersionOf(&out.st, gen)
+	out.version = fs.vers.Remember(&out.st, []byte(spec.data), time.Now())
 	return out, nil
 }
 

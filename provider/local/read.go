@@ -28,7 +28,11 @@ func (fs *FS) Stat(ctx context.Context, t provider.Target) (*provider.Info, erro
 	if !ok {
 		return nil, nil
 	}
-	return &provider.Info{Version: fs.versionOf(&st), Type: typeOf(st.Mode), Size: sizeOf(&st)}, nil
+	ver, err := fs.versionAtRel(rel, &st, true)
+	if err != nil {
+		return nil, ioFailure("stat", t.DisplayPath, err)
+	}
+	return &provider.Info{Version: ver, Type: typeOf(st.Mode), Size: sizeOf(&st)}, nil
 }
 
 // openRegular opens t for reading and checks that it is a regular file.

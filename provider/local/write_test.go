@@ -2,11 +2,13 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -215,14 +217,14 @@ func TestWrite_RefusesNonRegularAndInvalidText(t *testing.T) {
 	requireCode(t, err, provider.CodeNotDirectory)
 }
 
-func TestVersion_DistinctAfterEveryWriteInOneTick(t *testing.T) {
+func TestVersion_NamesBytesEvenWithinOneTick(t *testing.T) {
 	fs, root := newTestFS(t, Options{})
 	tg := target(t, fs, "f.txt")
 	ctx := context.Background()
 	seen := map[provider.Version]int{}
 	for i := range 20 {
 		// Same size every time, as fast as possible: many land in one tick.
-		content := "same-size"
+		content := fmt.Sprintf("same-size-%02d", i)
 		out, err := fs.WriteText(ctx, tg, content, nil)
 		require.NoError(t, err)
 		prev, dup := seen[out.Version]
@@ -230,7 +232,11 @@ func TestVersion_DistinctAfterEveryWriteInOneTick(t *testing.T) {
 		seen[out.Version] = i
 		assert.Equal(t, version(t, fs, tg), out.Version, "post-write version equals a fresh stat")
 	}
-	assert.Equal(t, "same-size", get(t, root, "f.txt"))
+	// Writing bytes the file already had gives the version it had.
+	again, err := fs.WriteText(ctx, tg, "same-size-07", nil)
+	require.NoError(t, err)
+	assert.Equal(t, 7, seen[again.Version], "equal bytes, equal version")
+	assert.Equal(t, "same-size-07", get(t, root, "f.txt"))
 }
 
 func TestVersion_OutOfBandChange(t *testing.T) {
@@ -239,45 +245,107 @@ func TestVersion_OutOfBandChange(t *testing.T) {
 	tg := target(t, fs, "f.txt")
 	v1 := version(t, fs, tg)
 	assert.Equal(t, v1, version(t, fs, tg), "an unchanged file keeps its version")
+	assert.Regexp(t, `^c1-[0-9a-f]{64}$`, string(v1))
 
 	// In-place write of another size.
 	require.NoError(t, os.WriteFile(filepath.Join(root, "f.txt"), []byte("three"), 0o644))
 	v2 := version(t, fs, tg)
 	assert.NotEqual(t, v1, v2)
 
-	// Same size, but the mtime moves.
+	// Same size, and the times put back to what they were: the bytes count.
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(root, "f.txt"), &st))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "f.txt"), []byte("THREE"), 0o644))
-	var ts = [2]unix.Timespec{{Sec: 1000, Nsec: 1}, {Sec: 1000, Nsec: 1}}
-	require.NoError(t, unix.UtimesNano(filepath.Join(root, "f.txt"), ts[:]))
+	ts := []unix.Timespec{st.Atim, st.Mtim}
+	require.NoError(t, unix.UtimesNano(filepath.Join(root, "f.txt"), ts))
 	v3 := version(t, fs, tg)
 	assert.NotEqual(t, v2, v3)
 
-	// Mode change only.
+	// Metadata only: mode, times, a rewrite of identical bytes through a new inode.
 	require.NoError(t, os.Chmod(filepath.Join(root, "f.txt"), 0o600))
-	assert.NotEqual(t, v3, version(t, fs, tg))
+	assert.Equal(t, v3, version(t, fs, tg), "chmod")
+	now := time.Now()
+	require.NoError(t, os.Chtimes(filepath.Join(root, "f.txt"), now, now))
+	assert.Equal(t, v3, version(t, fs, tg), "touch")
+	put(t, root, "f.tmp", "THREE")
+	require.NoError(t, os.Rename(filepath.Join(root, "f.tmp"), filepath.Join(root, "f.txt")))
+	assert.Equal(t, v3, version(t, fs, tg), "identical bytes renamed over")
 }
 
-func TestVersionOf_EveryFieldCounts(t *testing.T) {
-	base := unix.Stat_t{Dev: 1, Ino: 2, Size: 3, Mode: unix.S_IFREG | 0o644}
-	base.Mtim = unix.Timespec{Sec: 4, Nsec: 5}
-	base.Ctim = unix.Timespec{Sec: 6, Nsec: 7}
-	v := VersionOf(&base, 9)
-	assert.Regexp(t, `^v1-[0-9a-f]{16}$`, string(v))
-	assert.Equal(t, v, VersionOf(&base, 9), "deterministic")
-	for name, mutate := range map[string]func(st *unix.Stat_t){
-		"dev":   func(st *unix.Stat_t) { st.Dev++ },
-		"ino":   func(st *unix.Stat_t) { st.Ino++ },
-		"size":  func(st *unix.Stat_t) { st.Size++ },
-		"mtime": func(st *unix.Stat_t) { st.Mtim.Nsec++ },
-		"ctime": func(st *unix.Stat_t) { st.Ctim.Nsec++ },
-		"mode":  func(st *unix.Stat_t) { st.Mode++ },
-	} {
-		st := base
-		mutate(&st)
-		assert.NotEqual(t, v, VersionOf(&st, 9), name)
+func TestVersioner_CacheTrustsOnlyStatsThatCannotLie(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(p, []byte("alpha"), 0o644))
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	fd := int(f.Fd())
+
+	cache := provider.NewMemoryDigests()
+	v := NewVersioner(cache)
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+
+	// Hashed right after the change: racy, so not trusted.
+	clock := time.Unix(0, max(st.Mtim.Nano(), st.Ctim.Nano()))
+	v.now = func() time.Time { return clock }
+	ver, _, err := v.Fresh(fd)
+	require.NoError(t, err)
+	assert.Equal(t, VersionOfBytes([]byte("alpha")), ver)
+	_, ok := v.Cached(&st)
+	assert.False(t, ok, "a digest taken within the racy window is not trusted")
+
+	// Hashed well after the change: trusted while the stat is the same.
+	clock = clock.Add(time.Second)
+	_, _, err = v.Fresh(fd)
+	require.NoError(t, err)
+	cached, ok := v.Cached(&st)
+	require.True(t, ok)
+	assert.Equal(t, ver, cached)
+
+	// A store that keeps the stat (as a second store into a dirty mmap'd
+	// page does): the cache lies, Fresh does not. Guards use Fresh only.
+	_, err = f.WriteAt([]byte("ALPHA"), 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.UtimesNano(p, []unix.Timespec{st.Atim, st.Mtim}))
+	var now unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &now))
+	lie := now
+	lie.Ctim = st.Ctim // utimes moved ctime; pretend it did not, as mmap can
+	stale, ok := v.Cached(&lie)
+	if ok {
+		assert.Equal(t, ver, stale, "the cache can only answer what it hashed")
 	}
-	assert.NotEqual(t, v, VersionOf(&base, 10), "generation")
-	assert.Equal(t, provider.FileID{Dev: 1, Ino: 2}, FileIDOf(&base))
+	v.now = time.Now
+	fresh, _, err := v.Fresh(fd)
+	require.NoError(t, err)
+	assert.Equal(t, VersionOfBytes([]byte("ALPHA")), fresh)
+	_, ok = v.Cached(&now)
+	assert.False(t, ok, "a hash taken right after the change is racy again")
+}
+
+func TestVersioner_NonRegularFilesGetMetadataVersions(t *testing.T) {
+	dir := t.TempDir()
+	v := NewVersioner(nil)
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(dir, &st))
+	ver, ok := v.Cached(&st)
+	require.True(t, ok)
+	assert.Regexp(t, `^m1-[0-9a-f]{16}$`, string(ver))
+	require.NoError(t, os.Chmod(dir, 0o700))
+	require.NoError(t, unix.Stat(dir, &st))
+	ver2, _ := v.Cached(&st)
+	assert.Equal(t, ver, ver2, "a chmod does not change a directory's version")
+	require.NoError(t, os.Symlink("a", filepath.Join(dir, "l")))
+	var lst unix.Stat_t
+	require.NoError(t, unix.Lstat(filepath.Join(dir, "l"), &lst))
+	lv, _ := v.Cached(&lst)
+	require.NoError(t, os.Remove(filepath.Join(dir, "l")))
+	require.NoError(t, os.Symlink("b", filepath.Join(dir, "l")))
+	require.NoError(t, unix.Lstat(filepath.Join(dir, "l"), &lst))
+	lv2, _ := v.Cached(&lst)
+	assert.NotEqual(t, lv, lv2, "a replaced symbolic link has another version")
+	assert.Equal(t, provider.FileID{Dev: uint64(st.Dev), Ino: st.Ino}, FileIDOf(&st))
 }
 
 func TestMutations_SandboxEscapesRefused(t *testing.T) {

@@ -290,7 +290,7 @@ func inProcessOps(dir string, noSync bool) (*engineOps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	opts := local.Options{Generations: store}
+	opts := local.Options{Digests: store}
 	if noSync {
 		opts.Durability = local.DurabilityNone
 	}

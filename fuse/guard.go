@@ -1,0 +1,307 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+// The one guard chokepoint of the mount.
+//
+// Every operation of a bound process that changes an existing file's bytes
+// or removes or replaces its name calls guardChange (open for writing or
+// truncation, SETATTR of the size, unlink, both sides of a rename, and
+// every write, fallocate and copy_file_range through a bound descriptor,
+// which call guardHandle). The decision is the policy's (Engine.CheckMount,
+// the same table as the socket): the session's observation against the
+// file's content version now, hashed from the bytes on disk under the
+// per-target lock.
+//
+// A session's own writes through the mount are its own: bytes it changed
+// since its last guarded point are not in its observation yet (they are
+// folded in when the descriptor is flushed), so the node remembers, per
+// session, the backing stat right after its last own change (ownWrites).
+// While the file still has that stat, the session passes without a hash;
+// any other writer (a person's passthrough write, an agent's publish, an
+// out-of-band program) moves the stat and the session is judged by its
+// observation again, which is then stale: ESTALE.
+
+// recordHashLimit bounds the size of a file an unbound writer's change is
+// hashed for, only to put the new version into the audit entry. Larger
+// changes are audited without a version; no guard depends on it (guards
+// hash the bytes themselves).
+const recordHashLimit = 16 << 20
+
+// ownWrites is what the node knows of a bound session's own changes.
+type ownWrites struct {
+	mu      sync.Mutex
+	session policy.SessionID
+	expect  unix.Stat_t // backing stat right after the session's last own change
+	valid   bool
+}
+
+// sameBytesStat reports whether two stats of one file can only differ by
+// metadata (mode, owner, ctime): same identity, size and mtime.
+func sameBytesStat(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim
+}
+
+// ownedBy reports whether st is the file as session s left it with its
+// own last change through the mount.
+func (o *ownWrites) ownedBy(s policy.SessionID, st *unix.Stat_t) bool {
+	if s == "" {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.valid && o.session == s && sameBytesStat(&o.expect, st)
+}
+
+// note records that session s just changed the file, which now has stat st.
+func (o *ownWrites) note(s policy.SessionID, st *unix.Stat_t) {
+	if s == "" {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.session, o.expect, o.valid = s, *st, true
+}
+
+// advance moves the remembered stat from before to after when session s
+// changed only metadata (utimes moves the mtime) of a file it owns.
+func (o *ownWrites) advance(s policy.SessionID, before, after *unix.Stat_t) {
+	if o.ownedBy(s, before) {
+		o.note(s, after)
+	}
+}
+
+// ioModes counts a node's open handles by kernel I/O mode. The kernel keeps
+// one I/O mode per inode: while a passthrough handle is open every other
+// open of the inode must be passthrough too (else the open fails with
+// EIO), and a passthrough open fails while a cached handle is open. The
+// rule (choose):
+//
+//   - a passthrough handle is open: the new handle is passthrough too,
+//     a bound writer's included (its writes then bypass the daemon and
+//     are judged when it is flushed, see recordWrites);
+//   - a cached or direct-I/O handle is open, or the caller is bound: the
+//     new handle is not passthrough; a bound writer's is direct I/O, so
+//     every write reaches guardHandle;
+//   - otherwise (an unbound caller on a file nobody holds open) it is
+//     passthrough when the mount allows it.
+type ioModes struct {
+	mu    sync.Mutex
+	pt    int // open passthrough handles
+	other int // open cached or direct-I/O handles
+}
+
+// choose decides the mode of a new handle and counts it.
+func (io *ioModes) choose(allowPT, bound, writable bool) (pt, direct bool) {
+	io.mu.Lock()
+	defer io.mu.Unlock()
+	switch {
+	case !allowPT:
+	case io.pt > 0:
+		pt = true
+	case io.other > 0 || bound:
+	default:
+		pt = true
+	}
+	if pt {
+		io.pt++
+	} else {
+		io.other++
+	}
+	return pt, !pt && bound && writable
+}
+
+// release uncounts a handle.
+func (io *ioModes) release(pt bool) {
+	io.mu.Lock()
+	defer io.mu.Unlock()
+	if pt {
+		io.pt--
+	} else {
+		io.other--
+	}
+}
+
+// guardChange decides whether a may change the bytes of, or remove or
+// replace, the existing entry t whose node is n (nil: the kernel holds
+// none) and whose backing stat is st. version computes the entry's
+// version now; it is called only when the decision needs it. The caller
+// holds t's per-target lock. Unbound callers always pass.
+func (m *mountState) guardChange(a policy.Actor, op string, n *node, t provider.Target, st *unix.Stat_t,
+	version func() (provider.Version, error)) syscall.Errno {
+	if a.Session == "" {
+		return 0
+	}
+	if n != nil && n.own.ownedBy(a.Session, st) {
+		return 0
+	}
+	cur, err := version()
+	if err != nil {
+		return errnoOf(err)
+	}
+	return m.checkChange(a, op, t, &cur)
+}
+
+// guardHandle is guardChange for a change through the bound descriptor h:
+// the name must still hold h's file (an agent's publish replaced it:
+// ESTALE, the write would reach a file nobody sees), and the file must be
+// as the session left it or as it last saw it. It returns the per-target
+// unlock the caller runs after the change (and after noting it with
+// h.noteOwn). Unbound handles pass with a no-op unlock.
+func (m *mountState) guardHandle(ctx context.Context, h *handle, op string) (func(), syscall.Errno) {
+	if h.actor.Session == "" {
+		return func() {}, 0
+	}
+	rel := h.node.rel()
+	t := m.target(rel)
+	unlock, errno := m.lock(ctx, t)
+	if errno != 0 {
+		return nil, errno
+	}
+	bs, err := fstat(h.fd())
+	if err != nil {
+		unlock()
+		return nil, errnoOf(err)
+	}
+	if cur, err := m.statRel(rel); err != nil || fileID(&cur.st) != fileID(&bs.st) {
+		unlock()
+		m.log.Info("mount write refused", "op", op, "path", rel, "session", h.actor.Session,
+			"reason", "the name no longer holds the file this descriptor writes")
+		return nil, syscall.ESTALE
+	}
+	if errno := m.guardChange(h.actor, op, h.node, t, &bs.st, func() (provider.Version, error) {
+		return m.versionOfFd(h.fd())
+	}); errno != 0 {
+		unlock()
+		return nil, errno
+	}
+	return unlock, 0
+}
+
+// noteOwn records, after a change through a bound handle, the stat the
+// session left the file with.
+func (h *handle) noteOwn() {
+	if h.actor.Session == "" {
+		return
+	}
+	if bs, err := fstat(h.fd()); err == nil {
+		h.node.own.note(h.actor.Session, &bs.st)
+	}
+}
+
+// versionOfFd is the content version of the file open as fd, hashed now.
+// A descriptor that cannot be read (opened write-only or O_PATH) is
+// reopened for reading through /proc; a file the daemon may not read gets
+// its metadata version.
+func (m *mountState) versionOfFd(fd int) (provider.Version, error) {
+	ver, _, err := m.withReadable(fd, func(rfd int) (provider.Version, unix.Stat_t, error) { return m.vers.Fresh(rfd) })
+	return ver, err
+}
+
+// cachedVersionOfFd is versionOfFd through the digest cache (for reports:
+// the version attribute, a bound reader's observation), not for guards.
+func (m *mountState) cachedVersionOfFd(fd int, st *unix.Stat_t) (provider.Version, error) {
+	if ver, ok := m.vers.Cached(st); ok {
+		return ver, nil
+	}
+	return m.versionOfFd(fd)
+}
+
+// withReadable runs hash on a readable descriptor of the file open as fd.
+func (m *mountState) withReadable(fd int, hash func(int) (provider.Version, unix.Stat_t, error)) (provider.Version, unix.Stat_t, error) {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil && flags&unix.O_PATH == 0 && flags&unix.O_ACCMODE != unix.O_WRONLY {
+		return hash(fd)
+	}
+	rfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		bs, serr := fstat(fd)
+		if serr != nil {
+			return "", bs.st, serr
+		}
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || !isRegularStat(&bs.st) {
+			return local.MetadataVersion(&bs.st), bs.st, nil
+		}
+		return "", bs.st, err
+	}
+	defer unix.Close(rfd)
+	return hash(rfd)
+}
+
+// versionOfEntry is the content version of the entry e (not following a
+// final link) whose stat is st, hashed now: the guard's view of a name.
+func (m *mountState) versionOfEntry(e entry, st *unix.Stat_t) (provider.Version, error) {
+	if !isRegularStat(st) {
+		return local.MetadataVersion(st), nil
+	}
+	fd, err := unix.Openat(e.dir, e.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		return local.MetadataVersion(st), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	ver, _, err := m.vers.Fresh(fd)
+	return ver, err
+}
+
+// versionOfRel is versionOfEntry for a workspace-relative path.
+func (m *mountState) versionOfRel(rel string, st *unix.Stat_t) (provider.Version, error) {
+	e, err := m.entryAt(rel)
+	if err != nil {
+		return "", err
+	}
+	defer e.close()
+	return m.versionOfEntry(e, st)
+}
+
+// recordVersion is the version to record after a change made through the
+// file open as fd (stat st): exact for a bound session (it becomes the
+// session's observation), and for an unbound writer only while the file
+// is small enough to hash cheaply (empty: not computed).
+func (m *mountState) recordVersion(a policy.Actor, fd int, st *unix.Stat_t) provider.Version {
+	if a.Session == "" && st.Size > recordHashLimit {
+		if ver, ok := m.vers.Cached(st); ok {
+			return ver
+		}
+		return ""
+	}
+	ver, err := m.versionOfFd(fd)
+	if err != nil {
+		m.log.Warn("hash changed file", "err", err)
+		return ""
+	}
+	return ver
+}
+
+// reportVersion is the version of rel (stat st) for an audit entry: the
+// trusted cached one, else a hash while the file is small enough to hash
+// cheaply (empty: not computed).
+func (m *mountState) reportVersion(rel string, st *unix.Stat_t) provider.Version {
+	if ver, ok := m.vers.Cached(st); ok {
+		return ver
+	}
+	if st.Size > recordHashLimit {
+		return ""
+	}
+	ver, err := m.versionOfRel(rel, st)
+	if err != nil {
+		return ""
+	}
+	return ver
+}
+
+// isRegularStat reports whether st is a regular file.
+func isRegularStat(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFREG }
