@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-
 )
 
 // Errors of the store.

@@ -217,7 +217,6 @@ func (v *Versioner) hash(fd int) (provider.Version, error) {
 	return provider.Version(contentVersionPrefix + hex.EncodeToString(h.Sum(nil))), nil
 }
 
-
 // typeOf classifies a mode for Info and DirEntry.
 func typeOf(mode uint32) provider.FileType {
 	switch mode & unix.S_IFMT {
