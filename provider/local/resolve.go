@@ -222,6 +222,12 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 			return "", ioFailure(op, disp, pathErr("resolve", abs, unix.ELOOP))
 		}
 		target, err := readlinkAt(fs.rootFD, rel)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			// No longer a link: swapped since the lstat. Look at the
+			// component again (the link count bounds the retries).
+			comps = append([]string{c}, comps...)
+			continue
+		}
 		if err != nil {
 			return "", ioFailure(op, disp, pathErr("readlink", abs, err))
 		}
