@@ -144,3 +144,26 @@ func TestResolvedTarget_ALinkSwappedInIsNeverFollowed(t *testing.T) {
 		}
 	}
 }
+
+// TestResolve_ADirectorySwappedForALinkMidWalkIsNotLookedThrough swaps a
+// directory the resolver has just entered for a link to a directory
+// outside the workspace, where the next component is a regular file: the
+// resolver goes on in the directory it entered (which has no such file),
+// and never reports what lies behind the link.
+func TestResolve_ADirectorySwappedForALinkMidWalkIsNotLookedThrough(t *testing.T) {
+	fs, root := newTestFS(t, Options{})
+	put(t, root, "d/keep", "inside\n")
+	outside := filepath.Join(filepath.Dir(root), "outside")
+	put(t, outside, "sub", "outside file\n")
+	swapped := false
+	fs.hooks.walked = func(rel string) {
+		if rel == "d" && !swapped {
+			swapped = true
+			swapForLink(t, root, "d", outside)
+		}
+	}
+	tg, err := fs.Resolve(context.Background(), "d/sub/key", provider.ResolveOptions{})
+	require.NoError(t, err, "outside/sub is a file: looking through the link would say FS_NOT_DIRECTORY")
+	assert.True(t, swapped)
+	assert.Equal(t, "d/sub/key", tg.DisplayPath)
+}
