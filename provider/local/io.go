@@ -71,8 +71,8 @@ func fstat(f *os.File) (unix.Stat_t, error) {
 	return st, nil
 }
 
-// statRel stats the target rel, following a final symbolic link beneath the
-// root. ok is false when it does not exist.
+// statRel stats the target rel, a resolved path, through no symbolic link
+// (one met is errLinkSwapped). ok is false when it does not exist.
 func (fs *FS) statRel(rel string) (st unix.Stat_t, ok bool, err error) {
 	fd, err := fs.openBeneath(rel, unix.O_PATH, 0)
 	if errors.Is(err, unix.ENOENT) {
