@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,16 +29,49 @@ const openatRetries = 8
 
 // openRel opens rel below the root with openat2 (no symbolic links, no
 // escape). A refused link or escape is EACCES: the operation never reaches
-// what the link points to.
+// what the link points to. A path the kernel would refuse as longer than
+// PATH_MAX (a caller whose working directory is deep in the mount may name
+// 4,095 bytes below it) is opened piece by piece: each run of leading
+// directories shorter than PATH_MAX relative to the previous one's
+// descriptor, with the same resolution. So no operation fails with
+// ENAMETOOLONG for a depth the kernel accepted.
 func (m *mountState) openRel(rel string, flags int, mode uint32) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
+	dir, own := m.rootFd, false
+	for len(rel) >= unix.PathMax {
+		cut := strings.LastIndexByte(rel[:unix.PathMax], '/')
+		if cut <= 0 {
+			if own {
+				_ = unix.Close(dir)
+			}
+			return -1, unix.ENAMETOOLONG // a single name that long: the disk refuses it too
+		}
+		fd, err := openat2(dir, rel[:cut], unix.O_PATH|unix.O_DIRECTORY, 0)
+		if own {
+			_ = unix.Close(dir)
+		}
+		if err != nil {
+			return -1, err
+		}
+		dir, own, rel = fd, true, rel[cut+1:]
+	}
+	fd, err := openat2(dir, rel, flags, mode)
+	if own {
+		_ = unix.Close(dir)
+	}
+	return fd, err
+}
+
+// openat2 opens rel below dir with the backing resolution, retrying a
+// concurrent rename (EAGAIN) and EINTR, and maps refusals with refused.
+func openat2(dir int, rel string, flags int, mode uint32) (int, error) {
 	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath}
 	var fd int
 	var err error
 	for range openatRetries {
-		fd, err = unix.Openat2(m.rootFd, rel, how)
+		fd, err = unix.Openat2(dir, rel, how)
 		if err != unix.EAGAIN && err != unix.EINTR {
 			break
 		}

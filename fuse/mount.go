@@ -91,10 +91,14 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			// its stores then reach the daemon as guarded writes.
 			ExtraCapabilities: gofuse.CAP_DIRECT_IO_ALLOW_MMAP,
 		},
-		EntryTimeout:   &entry,
-		AttrTimeout:    &attr,
-		Logger:         slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
-		RootStableAttr: &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
+		// Modes are the backing modes, 0000 included: go-fuse would
+		// otherwise show a null mode as 0644 (0755 for a directory), and
+		// default_permissions would then let every user in.
+		NullPermissions: true,
+		EntryTimeout:    &entry,
+		AttrTimeout:     &attr,
+		Logger:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		RootStableAttr:  &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
 	}
 	server, err := gofuse.NewServer(fs.NewNodeFS(rootNode, opts), mp, &opts.MountOptions)
 	if err != nil {

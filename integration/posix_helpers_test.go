@@ -128,6 +128,17 @@ func (c *caseDir) open(rel string, flags int) error {
 	return unix.Close(fd)
 }
 
+// list opens the directory rel and reads its entries.
+func (c *caseDir) list(rel string) error {
+	fd, err := unix.Open(c.p(rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	_, rerr := unix.Getdents(fd, buf)
+	return errors.Join(rerr, unix.Close(fd))
+}
+
 // withUmask runs fn with the process umask set to mask. The umask is
 // shared by every thread of the process; the table runs one case at a time.
 func withUmask(mask int, fn func() error) error {

@@ -173,6 +173,35 @@ var posixCases = []posixCase{
 		op: func(c *caseDir) error {
 			return all(func() error { return c.create("d/f", 0, 0o644) }, func() error { return unix.Mkdir(c.p("d/x"), 0o755) })
 		}, stat: []string{"d", "d/f", "d/x"}},
+	// Null modes (issue 20, item 1): a mode of 0000 is shown as it is, never
+	// as 0644 or 0755, and refuses every user but root as the disk does.
+	{name: "ReadOfARootOwned0000File", rootSetup: func(c *caseDir) error { return c.file("f", 0) },
+		op: func(c *caseDir) error { return c.open("f", unix.O_RDONLY) }, stat: []string{"f"}},
+	{name: "WriteOfARootOwned0000File", rootSetup: func(c *caseDir) error { return c.file("f", 0) },
+		op: func(c *caseDir) error { return c.writeByte("f") }, stat: []string{"f"}},
+	{name: "ListOfARootOwned000Dir",
+		rootSetup: func(c *caseDir) error {
+			return all(func() error { return c.mkdir("d", 0o755) }, func() error { return c.file("d/f", 0o644) },
+				func() error { return c.chmod("d", 0) })
+		},
+		op: func(c *caseDir) error { return c.list("d") }, stat: []string{"d"}},
+	{name: "StatThroughARootOwned000Dir",
+		rootSetup: func(c *caseDir) error {
+			return all(func() error { return c.mkdir("d", 0o755) }, func() error { return c.file("d/f", 0o644) },
+				func() error { return c.chmod("d", 0) })
+		},
+		op: func(c *caseDir) error {
+			var st unix.Stat_t
+			return unix.Stat(c.p("d/f"), &st)
+		}, stat: []string{"d"}},
+	{name: "CreateWithMode0000ThenReopen",
+		op: func(c *caseDir) error {
+			return all(func() error { return c.create("f", unix.O_EXCL, 0) }, func() error { return c.open("f", unix.O_RDONLY) })
+		}, stat: []string{"f"}},
+	{name: "MkdirWithMode000ThenList",
+		op: func(c *caseDir) error {
+			return all(func() error { return unix.Mkdir(c.p("d"), 0) }, func() error { return c.list("d") })
+		}, stat: []string{"d"}},
 	{name: "CreatedEntriesBelongToTheCaller",
 		op: func(c *caseDir) error {
 			return all(func() error { return c.create("f", 0, 0o640) }, func() error { return unix.Mkdir(c.p("d"), 0o750) },

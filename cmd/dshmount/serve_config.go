@@ -106,6 +106,16 @@ After a crash, run the same command again: a dead mount at MOUNTPOINT is
 detached, and a killed daemon of the same state that is stuck in the kernel
 has its FUSE connection aborted (root) before the new one mounts.
 
+Users and permissions: the kernel checks every access against the file's
+mode, owner and group exactly as on the disk (default_permissions is always
+on; a mode of 0000 stays 0000). Without --allow-other only the user running
+serve may use the mount; pass --allow-other when several users share it, or
+when root runs tools that switch to another uid (package managers, test
+suites, sudo -u, setpriv). POSIX ACLs are not supported: the kernel decides
+by the mode bits alone, so a file with an ACL is checked by its group-class
+bits (the ACL mask) and its named-user and named-group entries are ignored;
+do not rely on ACLs to restrict other users on the mount.
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -114,7 +124,7 @@ Flags:
 	fs.StringVar(&cfg.Socket, "socket", "", "control socket path (default STATE/run/control.sock)")
 	fs.Var(stringsFlag{&cfg.Hide}, "hide", "glob of paths that do not exist in the view (repeatable)")
 	fs.Var(stringsFlag{&cfg.ReadOnly}, "read-only", "glob of paths that cannot change (repeatable)")
-	fs.BoolVar(&cfg.AllowOther, "allow-other", false, "let other users use the mount (file modes still apply)")
+	fs.BoolVar(&cfg.AllowOther, "allow-other", false, "let other users use the mount: needed for several users, or root running tools that switch uid (default_permissions is always on)")
 	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable)")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
 	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches names")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -170,4 +171,22 @@ func TestServe_MountsServesAndShutsDownOnCancel(t *testing.T) {
 	assert.NotContains(t, string(mounts), " "+mnt+" ", "unmounted on shutdown")
 	_, err = os.Stat(sock)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the socket is removed")
+}
+
+// TestServe_HelpSaysWhenAllowOtherIsNeeded pins what serve --help tells about
+// other users (issue 20, item 3): when --allow-other is needed, that
+// default_permissions is always on, and that POSIX ACLs are not supported.
+func TestServe_HelpSaysWhenAllowOtherIsNeeded(t *testing.T) {
+	var help bytes.Buffer
+	_, err := parseServeArgs([]string{"--help"}, &help)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	text := strings.Join(strings.Fields(help.String()), " ")
+	for _, want := range []string{
+		"default_permissions is always on",
+		"pass --allow-other when several users share it, or when root runs tools that switch to another uid",
+		"a mode of 0000 stays 0000",
+		"POSIX ACLs are not supported",
+	} {
+		assert.Contains(t, text, want)
+	}
 }

@@ -45,6 +45,10 @@ func ioFailure(op, disp string, err error) *provider.Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return aborted(op, disp, err)
 	}
+	if errors.Is(err, errLinkSwapped) {
+		return provider.NewError(provider.CodeSandboxDenied, op, disp, err,
+			"a symbolic link replaced a directory or file on the path while the request ran; nothing behind it was touched, retry the request")
+	}
 	var errno unix.Errno
 	errors.As(err, &errno)
 	switch errno {

@@ -69,6 +69,8 @@ type hooks struct {
 	beforePublish func(dir *os.File, name string)
 	// removeSource replaces the unlink of a move's source when set.
 	removeSource func(dir *os.File, name string) error
+	// walked runs when the resolver has entered the directory rel.
+	walked func(rel string)
 }
 
 var _ provider.FileSystem = (*FS)(nil)

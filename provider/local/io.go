@@ -2,18 +2,28 @@ package local
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path"
 
 	"golang.org/x/sys/unix"
 )
 
-// beneath is the resolution fence of every descriptor the FS opens.
-const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+// beneath is the resolution fence of every descriptor the FS opens: below
+// the root and through no symbolic link at all. A path handed to
+// openBeneath has been resolved (its links expanded) and judged by the view
+// already, so a link met now was swapped in since: following it would reach
+// a file the decision never saw (a hidden or read-only one).
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// errLinkSwapped marks an open refused because a symbolic link stood on a
+// path that was resolved without one; ioFailure makes it FS_SANDBOX_DENIED.
+var errLinkSwapped = errors.New("a symbolic link appeared on the resolved path")
 
 // openBeneath opens rel relative to the root descriptor; the kernel refuses
-// (EXDEV) any resolution that would leave the root, whatever symbolic links
-// were swapped in since the path was resolved.
+// any resolution that would leave the root (EXDEV) or meet a symbolic link
+// (ELOOP, wrapped with errLinkSwapped), whatever was swapped in since the
+// path was resolved.
 func (fs *FS) openBeneath(rel string, flags int, mode uint32) (int, error) {
 	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath}
 	for tries := 0; ; tries++ {
@@ -22,6 +32,9 @@ func (fs *FS) openBeneath(rel string, flags int, mode uint32) (int, error) {
 		// for a retry.
 		if (errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN)) && tries < 64 {
 			continue
+		}
+		if errors.Is(err, unix.ELOOP) {
+			return -1, pathErr("openat2", rel, fmt.Errorf("%w: %w", errLinkSwapped, err))
 		}
 		if err != nil {
 			return -1, pathErr("openat2", rel, err)
@@ -58,8 +71,8 @@ func fstat(f *os.File) (unix.Stat_t, error) {
 	return st, nil
 }
 
-// statRel stats the target rel, following a final symbolic link beneath the
-// root. ok is false when it does not exist.
+// statRel stats the target rel, a resolved path, through no symbolic link
+// (one met is errLinkSwapped). ok is false when it does not exist.
 func (fs *FS) statRel(rel string) (st unix.Stat_t, ok bool, err error) {
 	fd, err := fs.openBeneath(rel, unix.O_PATH, 0)
 	if errors.Is(err, unix.ENOENT) {

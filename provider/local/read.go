@@ -11,8 +11,10 @@ import (
 	"github.com/dshmount/dshmount/provider"
 )
 
-// Stat returns metadata of t (following a final symbolic link inside the
-// root); nil with a nil error when t is absent.
+// Stat returns metadata of t, a resolved target (Resolve expanded its
+// links); nil with a nil error when t is absent. A symbolic link found on
+// its path now was swapped in since and is FS_SANDBOX_DENIED, never
+// followed.
 func (fs *FS) Stat(ctx context.Context, t provider.Target) (*provider.Info, error) {
 	if err := checkCtx(ctx, "stat", t.DisplayPath); err != nil {
 		return nil, err

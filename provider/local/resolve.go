@@ -166,10 +166,20 @@ func (fs *FS) resolveRel(ctx context.Context, op, p string, opts provider.Resolv
 // walk resolves comps from the root like realpath(3), component by
 // component, refusing any step that leaves the root. Components after the
 // first missing one are appended lexically.
+//
+// Each component is looked at relative to a descriptor of the directory
+// reached so far (a walkDir), never as a path from the root: a directory
+// swapped for a symbolic link after it was accepted cannot make a later
+// component be looked up behind that link, outside the root or in a hidden
+// directory. Relative to the root descriptor, too, because the workspace
+// may sit so deep that root+path exceeds PATH_MAX while the path inside it
+// does not.
 func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, error) {
 	var cur []string // resolved components below the root
 	missing := 0     // trailing components of cur that do not exist
-	links := 0
+	links := 0       // symbolic links expanded, and lookups retried after a swap
+	dir := walkDir{fs: fs, fd: fs.rootFD}
+	defer dir.close()
 	for len(comps) > 0 {
 		c := comps[0]
 		comps = comps[1:]
@@ -184,6 +194,8 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 			cur = cur[:len(cur)-1]
 			if missing > 0 {
 				missing--
+			} else {
+				dir.invalidate()
 			}
 			continue
 		}
@@ -193,14 +205,13 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 			continue
 		}
 		next := append(cur[:len(cur):len(cur)], c)
-		// Relative to the root descriptor, never as an absolute string: the
-		// workspace may sit so deep that root+path exceeds PATH_MAX while
-		// the path inside it does not. No component here is a symlink
-		// (they were expanded), so the lookup stays below the root.
-		rel := strings.Join(next, "/")
-		abs := joinAbs(fs.root, rel)
+		abs := joinAbs(fs.root, strings.Join(next, "/"))
+		dirFD, err := dir.open(cur)
+		if err != nil {
+			return "", ioFailure(op, disp, err)
+		}
 		var st unix.Stat_t
-		err := retryEINTR0(func() error { return unix.Fstatat(fs.rootFD, rel, &st, unix.AT_SYMLINK_NOFOLLOW) })
+		err = retryEINTR0(func() error { return unix.Fstatat(dirFD, c, &st, unix.AT_SYMLINK_NOFOLLOW) })
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			cur = next
@@ -210,18 +221,43 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 			return "", ioFailure(op, disp, pathErr("lstat", abs, err))
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFLNK || (len(comps) == 0 && !followFinal) {
-			if len(comps) > 0 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if len(comps) == 0 {
+				cur = next
+				continue
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				return "", provider.NewError(provider.CodeNotDirectory, op, disp, unix.ENOTDIR,
 					"%s is not a directory; check the path", strings.Join(next, "/"))
 			}
+			swapped, err := dir.descend(c)
+			if err != nil {
+				return "", ioFailure(op, disp, pathErr("openat", abs, err))
+			}
+			if swapped {
+				// Replaced since the lstat: look at it again.
+				if links++; links > maxSymlinks {
+					return "", ioFailure(op, disp, pathErr("resolve", abs, unix.ELOOP))
+				}
+				comps = append([]string{c}, comps...)
+				continue
+			}
 			cur = next
+			if fs.hooks.walked != nil {
+				fs.hooks.walked(strings.Join(cur, "/"))
+			}
 			continue
 		}
 		links++
 		if links > maxSymlinks {
 			return "", ioFailure(op, disp, pathErr("resolve", abs, unix.ELOOP))
 		}
-		target, err := readlinkAt(fs.rootFD, rel)
+		target, err := readlinkAt(dirFD, c)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			// No longer a link: swapped since the lstat. Look at the
+			// component again (the link count bounds the retries).
+			comps = append([]string{c}, comps...)
+			continue
+		}
 		if err != nil {
 			return "", ioFailure(op, disp, pathErr("readlink", abs, err))
 		}
@@ -233,6 +269,7 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 					strings.Join(next, "/"), target)
 			}
 			cur = cur[:0]
+			dir.invalidate()
 			comps = append(mapped, comps...)
 		} else {
 			comps = append(components(target), comps...)
@@ -242,6 +279,65 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 		return ".", nil
 	}
 	return strings.Join(cur, "/"), nil
+}
+
+// walkDir is the descriptor of the directory a walk has reached: the root
+// descriptor, or an O_PATH descriptor it owns. After ".." or a jump to the
+// root it is invalid and reopened, through no link, from the root.
+type walkDir struct {
+	fs    *FS
+	fd    int // -1 when invalid
+	owned bool
+}
+
+// open returns the descriptor of cur, reopening it from the root when
+// needed.
+func (d *walkDir) open(cur []string) (int, error) {
+	if d.fd >= 0 {
+		return d.fd, nil
+	}
+	if len(cur) == 0 {
+		d.fd, d.owned = d.fs.rootFD, false
+		return d.fd, nil
+	}
+	fd, err := d.fs.openBeneath(strings.Join(cur, "/"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return -1, err
+	}
+	d.fd, d.owned = fd, true
+	return fd, nil
+}
+
+// descend moves to the child directory name of the current one, without
+// following a link. swapped reports that name is no longer a directory
+// (replaced since it was looked at); the walk then stays where it was.
+func (d *walkDir) descend(name string) (swapped bool, err error) {
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Openat(d.fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOENT) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	d.close()
+	d.fd, d.owned = fd, true
+	return false, nil
+}
+
+// invalidate drops the current descriptor; open reopens it.
+func (d *walkDir) invalidate() {
+	d.close()
+	d.fd = -1
+}
+
+// close releases an owned descriptor.
+func (d *walkDir) close() {
+	if d.owned && d.fd >= 0 {
+		_ = unix.Close(d.fd)
+	}
+	d.owned = false
 }
 
 // readlinkAt returns the target of the symbolic link at rel below dirFD.
