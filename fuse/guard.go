@@ -34,10 +34,11 @@ import (
 // observation again, which is then stale: ESTALE.
 
 // recordHashLimit bounds the size of a file an unbound writer's change is
-// hashed for, only to put the new version into the audit entry. Larger
-// changes are audited without a version; no guard depends on it (guards
-// hash the bytes themselves).
-const recordHashLimit = 16 << 20
+// hashed for, only to put the versions into the audit entry (a source file
+// costs microseconds; a build's large outputs would cost a second read).
+// Larger changes are audited without a version; no guard depends on it
+// (guards hash the bytes themselves).
+const recordHashLimit = 64 << 10
 
 // ownWrites is what the node knows of a bound session's own changes.
 type ownWrites struct {
