@@ -173,6 +173,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	stopServing()
 	_ = srv.Close()
 	unmount()
+	registry.Sweep() // remove the binding cgroups that are empty by now
 	if serveErr != nil {
 		return fmt.Errorf("control socket: %w", serveErr)
 	}
