@@ -94,8 +94,10 @@ func unescapeMountinfo(s string) string {
 	return b.String()
 }
 
-// detectCgroups returns the cgroup v2 hierarchy of this machine, or an error
-// saying why binding cgroups cannot be used (no cgroup v2, not writable).
+// detectCgroups returns the cgroup v2 hierarchy of this machine, and an
+// error saying why binding cgroups cannot be created (no cgroup v2: nil
+// hierarchy; not writable: the hierarchy, still good for reading
+// memberships).
 func detectCgroups(procRoot string) (*cgroupFS, error) {
 	info, err := os.ReadFile(procRoot + "/self/mountinfo")
 	if err != nil {
@@ -105,10 +107,11 @@ func detectCgroups(procRoot string) (*cgroupFS, error) {
 	if !ok {
 		return nil, errors.New("no cgroup v2 hierarchy is mounted")
 	}
+	c := &cgroupFS{mount: mount, root: root, proc: procRoot}
 	if err := syscall.Access(mount, 2 /* W_OK */); err != nil {
-		return nil, fmt.Errorf("cgroup v2 hierarchy %s is not writable: %w", mount, err)
+		return c, fmt.Errorf("cgroup v2 hierarchy %s is not writable: %w", mount, err)
 	}
-	return &cgroupFS{mount: mount, root: root, proc: procRoot}, nil
+	return c, nil
 }
 
 // cgroupLine extracts the cgroup v2 path ("0::/a/b") from the contents of

@@ -140,6 +140,7 @@ func cgroupRegistry(t *testing.T, proc *fakeProc, cg *fakeCgroups, store *fakeSt
 	r := newRegistry(fakeSessions{"s1": true, "s2": true}, proc, 16)
 	r.cgroups, r.enter, r.store = cg, true, store
 	require.NoError(t, r.load())
+	r.Sweep()
 	return r
 }
 

@@ -141,6 +141,7 @@ func New(store *policy.Store, opts Options) (*Registry, error) {
 	if err := r.load(); err != nil {
 		return nil, err
 	}
+	r.Sweep()
 	return r, nil
 }
 
@@ -172,15 +173,19 @@ func (r *Registry) load() error {
 		return fmt.Errorf("load process bindings: %w", err)
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, rec := range recs {
-		if rec.Cgroup != "" {
-			r.groups[rec.Cgroup] = rec.Session
-		} else {
+		switch {
+		case rec.Cgroup != "":
+			r.groups[rec.Cgroup] = rec.Session // Sweep removes it once empty
+		case r.alive(rec):
 			r.bound[rec.PID] = binding{session: rec.Session, start: rec.Start}
+		default: // the process exited, or its pid was reused since
+			if err := r.store.DeleteBinding(rec); err != nil {
+				r.log.Warn("forget a dead process binding", "session", rec.Session, "err", err)
+			}
 		}
 	}
-	r.mu.Unlock()
-	r.Sweep()
 	return nil
 }
 
