@@ -14,28 +14,33 @@ import (
 )
 
 // Binding cgroups. A bind moves the process into a cgroup v2 directory of
-// its own, created below the cgroup the process was in (so the limits that
-// applied to it still apply) under a "dshmount" directory:
+// its own, at the top of the hierarchy the daemon sees:
 //
-//	<its cgroup>/dshmount/<session>-<random>
+//	/dshmount/<session>-<random>
 //
 // Cgroup membership is what makes a binding impossible to shed: every
 // process forked from a member is a member, whatever happens to its parent
-// (exit, reparenting to init or a subreaper) or its session (setsid), and
-// only a process allowed to write the hierarchy's cgroup.procs files (root)
-// can leave. A pid reused by an unrelated process is in that process's own
-// cgroup, so it inherits nothing. An empty binding cgroup is removed.
+// (exit, reparenting to init or a subreaper) or its session (setsid). A pid
+// reused by an unrelated process is in that process's own cgroup, so it
+// inherits nothing. Leaving a cgroup takes write access to the cgroup.procs
+// of the destination and of the common ancestor; at the top of the
+// hierarchy the common ancestor is the root cgroup, which only root can
+// write. (Below the process's own cgroup the ancestor would be that cgroup,
+// which systemd delegates to its user: a non-root agent could move itself
+// out.) The price: a bound process leaves the cgroup it came from, so that
+// cgroup's resource limits no longer apply to it. An empty binding cgroup
+// is removed.
 
-// cgroupDirName is the directory binding cgroups are created in, below the
-// bound process's own cgroup.
+// cgroupDirName is the directory binding cgroups are created in, at the
+// top of the hierarchy.
 const cgroupDirName = "dshmount"
 
 // cgroupManager is what the registry needs of cgroup v2; tests fake it.
 type cgroupManager interface {
 	// Of returns the cgroup of process pid as a hierarchy path ("/a/b").
 	Of(pid int) (string, error)
-	// Enter creates the cgroup name below pid's current cgroup (in its
-	// "dshmount" directory), moves pid into it and returns its path.
+	// Enter creates the cgroup /dshmount/name, moves pid into it and
+	// returns its path.
 	Enter(pid int, name string) (string, error)
 	// Populated reports whether the cgroup or one below it has a process;
 	// a cgroup that no longer exists is not populated.
@@ -164,17 +169,21 @@ func (c *cgroupFS) Enter(pid int, name string) (string, error) {
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
 		return "", fmt.Errorf("invalid cgroup name %q", name)
 	}
-	cur, err := c.Of(pid)
-	if err != nil {
-		return "", err
-	}
-	cg := path.Join(cur, cgroupDirName, name)
+	cg := path.Join(c.root, cgroupDirName, name)
 	dir, err := c.dir(cg)
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create cgroup %s: %w", cg, err)
+	// Another daemon may remove the shared, empty "dshmount" directory
+	// between the two mkdirs: try again then.
+	for attempt := 0; ; attempt++ {
+		err = os.MkdirAll(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) || attempt == 3 {
+			return "", fmt.Errorf("create cgroup %s: %w", cg, err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 		_ = c.Remove(cg)

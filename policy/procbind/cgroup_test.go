@@ -49,7 +49,7 @@ func (c *fakeCgroups) Enter(pid int, name string) (string, error) {
 	if c.enterErr != nil {
 		return "", c.enterErr
 	}
-	cg := path.Join(c.of[pid], cgroupDirName, name)
+	cg := path.Join("/", cgroupDirName, name)
 	c.exists[cg] = true
 	c.of[pid] = cg
 	return cg, nil
@@ -163,7 +163,7 @@ func TestSessionOf_OrphanInBindingCgroupStaysBound(t *testing.T) {
 	require.NoError(t, r.Bind("s1", 100))
 	bound, err := cg.Of(100)
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(bound, "/user/dshmount/s1-"), "the bound process was moved to %s", bound)
+	require.True(t, strings.HasPrefix(bound, "/dshmount/s1-"), "the bound process was moved to %s", bound)
 
 	// 100 forks 103 (born in its cgroup), which double-forks 104; then 100
 	// and 103 exit and 104 is reparented to init.
@@ -210,8 +210,10 @@ func TestSessionOf_PidReuseDoesNotInheritACgroupBinding(t *testing.T) {
 }
 
 // TestSessionOf_NearestCgroupWins pins nested execs: a process bound inside
-// an already bound tree gets a cgroup below the outer one and acts for the
-// inner session, the rest of the tree for the outer one.
+// an already bound tree moves to a cgroup of the inner session, with the
+// processes it starts; the rest of the tree stays with the outer one. A
+// cgroup below a binding cgroup (made by a root process inside it) still
+// counts as the binding's.
 func TestSessionOf_NearestCgroupWins(t *testing.T) {
 	proc, cg := treeInCgroups()
 	r := cgroupRegistry(t, proc, cg, newFakeStore())
@@ -221,10 +223,12 @@ func TestSessionOf_NearestCgroupWins(t *testing.T) {
 	cg.put(102, outer)
 	require.NoError(t, r.Bind("s2", 101))
 	inner, _ := cg.Of(101)
-	require.True(t, strings.HasPrefix(inner, outer+"/dshmount/s2-"), "inner cgroup %s is below %s", inner, outer)
+	require.True(t, strings.HasPrefix(inner, "/dshmount/s2-"), "inner cgroup %s", inner)
 	cg.put(102, inner)
+	proc.set(103, 100, 1003)
+	cg.put(103, outer+"/sub/deeper")
 
-	for pid, want := range map[int]policy.SessionID{100: "s1", 101: "s2", 102: "s2"} {
+	for pid, want := range map[int]policy.SessionID{100: "s1", 101: "s2", 102: "s2", 103: "s1"} {
 		s, ok := r.SessionOf(pid)
 		assert.True(t, ok, "pid %d", pid)
 		assert.Equal(t, want, s, "pid %d", pid)
