@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
 	"sync"
 
@@ -77,6 +78,10 @@ type answer struct {
 	ok      bool
 }
 
+// errUnbindable refuses to bind init (every process descends from it) or
+// the daemon itself.
+var errUnbindable = errors.New("init and the daemon itself cannot be bound; bind the process that runs the agent (dshmount exec)")
+
 // Options configure New. The zero value is the default: binding cgroups
 // where cgroup v2 is writable, logs to slog.Default().
 type Options struct {
@@ -98,6 +103,7 @@ type Registry struct {
 	enter    bool          // Bind creates binding cgroups
 	log      *slog.Logger
 	maxDepth int
+	self     int // the daemon's pid: never bound
 
 	bindMu sync.Mutex // serialises Bind and Sweep (store and cgroup changes)
 
@@ -137,7 +143,7 @@ func New(store *policy.Store, opts Options) (*Registry, error) {
 			"reason", werr)
 	}
 	r := newRegistry(sl, procFS{root: "/proc"}, defaultCacheSize)
-	r.store, r.cgroups, r.enter, r.log = bs, cm, enter, log
+	r.store, r.cgroups, r.enter, r.log, r.self = bs, cm, enter, log, os.Getpid()
 	if err := r.load(); err != nil {
 		return nil, err
 	}
@@ -207,6 +213,9 @@ func (r *Registry) Bind(session policy.SessionID, pid int) error {
 	pid, info, err := r.process(pid)
 	if err != nil {
 		return fmt.Errorf("bind pid %d to session %q: %w", pid, session, err)
+	}
+	if pid == 1 || pid == r.self {
+		return fmt.Errorf("bind pid %d to session %q: %w", pid, session, errUnbindable)
 	}
 
 	r.bindMu.Lock()

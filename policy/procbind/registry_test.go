@@ -175,6 +175,10 @@ func TestBind_Refusals(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, errNoProcess)
 	require.Error(t, r.Bind("", 100))
+	assert.ErrorIs(t, r.Bind("s1", 1), errUnbindable, "init is never bound")
+	r.self = 200
+	assert.ErrorIs(t, r.Bind("s1", 200), errUnbindable, "nor is the daemon")
+	assert.Zero(t, r.Bindings())
 }
 
 func TestBind_PrunesExitedProcesses(t *testing.T) {
