@@ -8,16 +8,21 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/procbind"
 )
 
 // callerTTL bounds how long the answer for one calling thread is reused.
 // Finding a caller's session costs several /proc reads (the thread, its
-// process, its ancestors, their start times); a program doing thousands of
-// file operations a second asks the same question each time. Within the
-// TTL a thread id can only name another process after the kernel has gone
-// through the whole pid space (pid_max), which no machine does in that
-// time; every Bind clears the cache (ForgetCallers), so a process bound a
-// moment ago is never answered from an older "unbound".
+// process, its cgroup, its ancestors, their start times); a program doing
+// thousands of file operations a second asks the same question each time.
+// A cached answer is used only for the same thread incarnation: its start
+// time is read again (one read of /proc/TID/stat) and must match, because a
+// tid is recycled as soon as the kernel has gone through pid_max (32768 on
+// many machines: a fork loop gets there in seconds), and a bound process
+// given the tid of a thread answered "unbound" a moment ago would
+// otherwise write unguarded. Every Bind clears the cache (ForgetCallers),
+// so a process bound a moment ago is never answered from an older
+// "unbound".
 const callerTTL = time.Second
 
 // callerCacheMax bounds the cache; past it the cache starts over.
@@ -25,7 +30,8 @@ const callerCacheMax = 8192
 
 // callerInfo is the cached identity of one calling thread.
 type callerInfo struct {
-	pid     int32 // thread group id (the process)
+	pid     int32  // thread group id (the process)
+	start   uint64 // the thread's start time: which incarnation of the tid
 	session policy.SessionID
 	bound   bool
 	until   time.Time
@@ -38,12 +44,13 @@ type callerCache struct {
 	m     map[uint32]callerInfo
 }
 
-// get returns the cached answer for tid and the epoch to store a new one.
-func (c *callerCache) get(tid uint32, now time.Time) (callerInfo, bool, uint64) {
+// get returns the cached answer for the thread tid that started at start,
+// and the epoch to store a new one.
+func (c *callerCache) get(tid uint32, start uint64, now time.Time) (callerInfo, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ci, ok := c.m[tid]
-	if ok && now.Before(ci.until) {
+	if ok && ci.start == start && now.Before(ci.until) {
 		return ci, true, c.epoch
 	}
 	return callerInfo{}, false, c.epoch
@@ -73,15 +80,21 @@ func (c *callerCache) forget() {
 // caller resolves a FUSE caller thread id to its process id and session.
 func (m *mountState) caller(tid uint32) callerInfo {
 	now := time.Now()
-	if ci, ok, _ := m.callers.get(tid, now); ok {
+	start, err := procbind.TaskStart(int(tid))
+	if err != nil {
+		start = 0 // no such thread (any more): never cached, see below
+	}
+	ci, ok, epoch := m.callers.get(tid, start, now)
+	if ok && start != 0 {
 		return ci
 	}
-	_, _, epoch := m.callers.get(tid, now)
-	ci := callerInfo{pid: processOf(int32(tid)), until: now.Add(callerTTL)}
+	ci = callerInfo{pid: processOf(int32(tid)), start: start, until: now.Add(callerTTL)}
 	if tid != 0 && m.cfg.Bindings != nil {
 		ci.session, ci.bound = m.cfg.Bindings.SessionOf(int(tid))
 	}
-	m.callers.put(tid, ci, epoch)
+	if start != 0 {
+		m.callers.put(tid, ci, epoch)
+	}
 	return ci
 }
 

@@ -9,9 +9,14 @@
 // # From a kernel request to a guarded operation
 //
 // Every request carries the caller's pid and uid (fuse.FromContext). The
-// Bindings (procbind) map the pid, through its parent chain and start times,
-// to a session; a caller with a session is "bound" (an agent's shell, build,
-// editor), every other caller is "unbound" (a person's editor).
+// Bindings (procbind) map the pid to a session: by its binding cgroup (one
+// per dshmount exec, inherited by every descendant), else through its parent
+// chain and start times; a caller with a session is "bound" (an agent's
+// shell, build, editor), every other caller is "unbound" (a person's
+// editor). A binding outlives its session: a process of a closed session is
+// refused every guarded operation. The guard covers the mount only: a bound
+// process that reaches the backing directory itself is not guarded, so a
+// deployment runs agents in a mount namespace that shows only the mount.
 //
 //	LOOKUP / READDIR   the view decides: a hidden path does not exist
 //	                   (ENOENT; left out of listings)

@@ -15,6 +15,7 @@ import (
 //	d/<dev:8><ino:8>             cached content digest (encodeDigest)
 //	w/<target key>               last writer (JSON)
 //	a/<seq:8>                    audit entry (JSON), big-endian sequence
+//	b/c<cgroup> | b/p<pid>:<start> process binding (JSON)
 const (
 	prefixMeta        = "m/"
 	prefixSession     = "s/"
@@ -22,6 +23,7 @@ const (
 	prefixDigest      = "d/"
 	prefixLastWrite   = "w/"
 	prefixAudit       = "a/"
+	prefixBinding     = "b/"
 
 	keyClean      = prefixMeta + "clean"
 	keyLeaseAudit = prefixMeta + "lease/audit"

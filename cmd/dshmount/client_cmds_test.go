@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -195,6 +196,16 @@ func TestExec_BindsOwnPidThenExecsWithSessionEnv(t *testing.T) {
 			return nil
 		},
 		pid: func() int { return 31337 },
+		// The daemon moved the process to a binding cgroup.
+		cgroup: func() string {
+			env.binder.mu.Lock()
+			defer env.binder.mu.Unlock()
+			return fmt.Sprintf("/dshmount/%d", len(env.binder.binds))
+		},
+		supervise: func(string, []string, []string) (int, error) {
+			t.Error("a process moved to a binding cgroup is replaced by the command, not supervised")
+			return 0, nil
+		},
 	}
 	var out, errOut bytes.Buffer
 	code := execWith(context.Background(), []string{"--socket", env.sock, "--name", "tool", "--", "make", "-j2"},
@@ -211,4 +222,31 @@ func TestExec_BindsOwnPidThenExecsWithSessionEnv(t *testing.T) {
 		assert.Contains(t, errOut.String(), "session "+string(session))
 	}
 	assert.Contains(t, gotEnv, envSocket+"="+env.sock)
+}
+
+// TestExec_WithoutABindingCgroupSupervisesTheTree pins the fallback: when the
+// bind left the process in its cgroup (no writable cgroup v2), exec runs the
+// command as a supervised child (the subreaper of its tree) and returns its
+// exit code instead of replacing itself.
+func TestExec_WithoutABindingCgroupSupervisesTheTree(t *testing.T) {
+	env := newCLIEnv(t)
+	var supervised []string
+	ex := execer{
+		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
+		exec: func(string, []string, []string) error {
+			t.Error("without a binding cgroup exec must not replace itself")
+			return nil
+		},
+		pid:    func() int { return 31337 },
+		cgroup: func() string { return "/user.slice" },
+		supervise: func(path string, argv, envv []string) (int, error) {
+			supervised = append([]string{path}, argv...)
+			return 7, nil
+		},
+	}
+	var out, errOut bytes.Buffer
+	code := execWith(context.Background(), []string{"--socket", env.sock, "--", "make", "-j2"},
+		stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
+	assert.Equal(t, 7, code, errOut.String())
+	assert.Equal(t, []string{"/usr/bin/make", "make", "-j2"}, supervised)
 }

@@ -108,7 +108,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return err
 	}
 	engine := policy.NewEngine(store, view)
-	registry := procbind.New(store)
+	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
+	if err != nil {
+		return err
+	}
 
 	mnt, err := fuse.Mount(cfg.Mountpoint, fuse.Config{
 		Local: lfs, View: view, Engine: engine, Bindings: registry,
@@ -153,6 +156,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	go func() { served <- srv.Serve(sctx) }()
 	mountGone := make(chan struct{})
 	go func() { mnt.Wait(); close(mountGone) }()
+	go sweepBindings(sctx, registry)
 
 	var serveErr error
 	select {
@@ -169,6 +173,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	stopServing()
 	_ = srv.Close()
 	unmount()
+	registry.Sweep() // remove the binding cgroups that are empty by now
 	if serveErr != nil {
 		return fmt.Errorf("control socket: %w", serveErr)
 	}
@@ -196,6 +201,24 @@ func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 	err := b.reg.Bind(session, pid)
 	b.mnt.ForgetCallers()
 	return err
+}
+
+// bindingSweepEvery is how often the daemon drops the bindings whose
+// processes have all exited (and removes their empty cgroups).
+const bindingSweepEvery = 30 * time.Second
+
+// sweepBindings sweeps the registry until ctx ends.
+func sweepBindings(ctx context.Context, reg *procbind.Registry) {
+	tick := time.NewTicker(bindingSweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			reg.Sweep()
+		}
+	}
 }
 
 // durability maps --durability onto the provider's knob.

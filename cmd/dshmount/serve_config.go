@@ -46,6 +46,10 @@ type serveConfig struct {
 	MaxRequestBytes int64
 	// NoSync skips the fsyncs of socket publications (--durability none).
 	NoSync bool
+	// BindCgroups puts each process bound to a session (dshmount exec) in
+	// a cgroup v2 of its own where the hierarchy is writable; false binds
+	// by the parent chain only.
+	BindCgroups bool
 }
 
 // defaultGrace is the shutdown grace period.
@@ -91,7 +95,7 @@ func (f uidsFlag) Set(v string) error {
 
 // parseServeArgs parses `serve [flags] SOURCE MOUNTPOINT`.
 func parseServeArgs(args []string, stderr io.Writer) (serveConfig, error) {
-	cfg := serveConfig{Passthrough: true}
+	cfg := serveConfig{Passthrough: true, BindCgroups: true}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -131,6 +135,8 @@ Flags:
 	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
 	fs.DurationVar(&cfg.Grace, "grace", defaultGrace, "on shutdown, how long to wait for open files before a lazy unmount")
 	fs.BoolVar(&cfg.Passthrough, "passthrough", true, "let the kernel read and write backing files directly (root, kernel ≥ 6.9)")
+	fs.BoolVar(&cfg.BindCgroups, "bind-cgroups", true,
+		"keep bound processes in a cgroup v2 per dshmount exec (where writable), so no descendant can shed its session; false: by the parent chain only")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", control.DefaultMaxRequestBytes,

@@ -96,3 +96,32 @@ func TestLifecycleOf_RealProcess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Gone, got)
 }
+
+// TestTaskStart_AgreesWithProcInfo pins that the allocation-free reader of
+// the FUSE path reads the same start time as the full parser.
+func TestTaskStart_AgreesWithProcInfo(t *testing.T) {
+	got, err := TaskStart(os.Getpid())
+	require.NoError(t, err)
+	want, err := StartTime(os.Getpid())
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	_, err = TaskStart(-1)
+	assert.Error(t, err)
+
+	line := []byte("4242 (my (weird) cmd) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100\n")
+	start, ok := statStart(line)
+	assert.True(t, ok)
+	assert.Equal(t, uint64(987654), start)
+	_, ok = statStart([]byte("4242 (x) S 1 2"))
+	assert.False(t, ok)
+}
+
+// BenchmarkTaskStart is the cost of checking a FUSE caller's incarnation.
+func BenchmarkTaskStart(b *testing.B) {
+	pid := os.Getpid()
+	for i := 0; i < b.N; i++ {
+		if _, err := TaskStart(pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -148,7 +148,10 @@ func TestSessionOf_ThreadMapsToItsProcess(t *testing.T) {
 	assert.Equal(t, policy.SessionID("s1"), s)
 }
 
-func TestSessionOf_ClosedSessionIsNotReturned(t *testing.T) {
+// TestSessionOf_BindingOutlivesItsSession pins that closing a session does
+// not unbind its processes: they keep acting for the closed session, which
+// the guard refuses, instead of becoming unbound (unguarded).
+func TestSessionOf_BindingOutlivesItsSession(t *testing.T) {
 	proc := newFakeTree()
 	sessions := fakeSessions{"s1": true}
 	r := newRegistry(sessions, proc, 16)
@@ -156,8 +159,10 @@ func TestSessionOf_ClosedSessionIsNotReturned(t *testing.T) {
 	_, ok := r.SessionOf(101)
 	require.True(t, ok)
 	delete(sessions, "s1")
-	_, ok = r.SessionOf(101)
-	assert.False(t, ok)
+	s, ok := r.SessionOf(101)
+	assert.True(t, ok, "a closed session's process is still bound")
+	assert.Equal(t, policy.SessionID("s1"), s)
+	assert.Equal(t, 1, r.Bindings(), "the binding lives while its process does")
 }
 
 func TestBind_Refusals(t *testing.T) {
@@ -170,6 +175,10 @@ func TestBind_Refusals(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, errNoProcess)
 	require.Error(t, r.Bind("", 100))
+	assert.ErrorIs(t, r.Bind("s1", 1), errUnbindable, "init is never bound")
+	r.self = 200
+	assert.ErrorIs(t, r.Bind("s1", 200), errUnbindable, "nor is the daemon")
+	assert.Zero(t, r.Bindings())
 }
 
 func TestBind_PrunesExitedProcesses(t *testing.T) {
@@ -234,7 +243,8 @@ func TestSessionOf_ConcurrentCallersAndBinds(t *testing.T) {
 }
 
 func TestProcFS_RealChildAndGrandchild(t *testing.T) {
-	r := New(nil)
+	r, err := New(nil, Options{NoCgroups: true})
+	require.NoError(t, err)
 
 	child := exec.Command("sh", "-c", "sleep 30 & echo $!; wait")
 	out, err := child.StdoutPipe()
