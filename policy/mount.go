@@ -83,6 +83,9 @@ func (e *Engine) ObserveMount(a Actor, t provider.Target, obs Observation) error
 	if a.Session == "" {
 		return nil
 	}
+	if _, ok := e.store.Session(a.Session); !ok {
+		return nil // a closed session's processes stay bound and learn nothing
+	}
 	e.store.Touch(a.Session)
 	if err := e.store.Record(a.Session, t.Key, obs); err != nil {
 		return fmt.Errorf("record mount observation of %s: %w", t.DisplayPath, err)
