@@ -31,7 +31,16 @@ import (
 //	observed absent                    → FS_NOT_FOUND, whether or not t exists now
 //	present(v), t absent or not at v   → FS_STALE_VERSION
 //	present(v), t at v                 → nil
+//
+// A refusal of a bound session is audited (see AuditRefusal).
 func (e *Engine) CheckMount(a Actor, t provider.Target, current *provider.Version) error {
+	err := e.checkMount(a, t, current)
+	e.auditMountRefusal(a, OpWrite, t, err)
+	return err
+}
+
+// checkMount is CheckMount's decision.
+func (e *Engine) checkMount(a Actor, t provider.Target, current *provider.Version) error {
 	const op = "write"
 	if a.Session == "" {
 		return nil
@@ -58,9 +67,21 @@ func (e *Engine) CheckMount(a Actor, t provider.Target, current *provider.Versio
 // allowed if the session never saw it or saw it absent, and FS_STALE_VERSION
 // if the session saw it present (someone removed what it read), as a guarded
 // write would answer.
+// A refusal of a bound session is audited (see AuditRefusal).
 func (e *Engine) CheckMountCreate(a Actor, t provider.Target, current *provider.Version) error {
+	err := e.checkMountCreate(a, t, current)
+	op := OpCreate
 	if current != nil {
-		return e.CheckMount(a, t, current)
+		op = OpWrite
+	}
+	e.auditMountRefusal(a, op, t, err)
+	return err
+}
+
+// checkMountCreate is CheckMountCreate's decision.
+func (e *Engine) checkMountCreate(a Actor, t provider.Target, current *provider.Version) error {
+	if current != nil {
+		return e.checkMount(a, t, current)
 	}
 	const op = "create"
 	if a.Session == "" {
@@ -75,6 +96,17 @@ func (e *Engine) CheckMountCreate(a Actor, t provider.Target, current *provider.
 		return staleVersion(op, t.DisplayPath)
 	}
 	return nil
+}
+
+// auditMountRefusal audits a mount hook's refusal of a bound session.
+func (e *Engine) auditMountRefusal(a Actor, op MutationOp, t provider.Target, err error) {
+	if err == nil || a.Session == "" {
+		return
+	}
+	if a.Channel == "" {
+		a.Channel = ChannelMount
+	}
+	e.auditRefusal(a, op, t, err, true)
 }
 
 // ObserveMount records what a bound process saw (open for read → present at
