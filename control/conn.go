@@ -233,6 +233,14 @@ func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
 	return a, nil
 }
 
+// refusalActor is the actor an audit entry names when actorFor refused
+// session: the peer, with the session it asked for.
+func (c *conn) refusalActor(session policy.SessionID) policy.Actor {
+	a := c.actor
+	a.Session = session
+	return a
+}
+
 // addWatch registers a watch's stop function; false when closing.
 func (c *conn) addWatch(id string, stop func()) bool {
 	c.smu.Lock()

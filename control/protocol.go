@@ -340,14 +340,24 @@ type ChangeEvent struct {
 	Error   string           `json:"error,omitempty"`
 }
 
-// LogParams are the params of fs.log. Path "" lists every entry.
+// LogParams are the params of fs.log. Every filter is optional and they
+// combine: Path "" lists every path (a path matches an entry's path or its
+// move destination); Refused true lists only refusals, false only changes,
+// absent both; Session lists one session's entries; Since lists entries
+// with a seq above it (pass the newest seq you have to get what came after).
 type LogParams struct {
-	Path  string `json:"path,omitempty"`
-	Cwd   string `json:"cwd,omitempty"`
-	Limit int    `json:"limit,omitempty"`
+	Path    string           `json:"path,omitempty"`
+	Cwd     string           `json:"cwd,omitempty"`
+	Limit   int              `json:"limit,omitempty"`
+	Refused *bool            `json:"refused,omitempty"`
+	Session policy.SessionID `json:"session,omitempty"`
+	Since   uint64           `json:"since,omitempty"`
 }
 
-// LogEntry is one audit entry.
+// LogEntry is one audit entry: a change, or a refused attempt at one
+// (Refused holds the FS_… code the caller got, Reason its message, and
+// Suppressed how many refusals of the same session, path and code were left
+// out of the log just before this one; a refusal has no versions).
 type LogEntry struct {
 	Seq           uint64            `json:"seq"`
 	Time          time.Time         `json:"time"`
@@ -362,6 +372,9 @@ type LogEntry struct {
 	To            string            `json:"to,omitempty"`
 	Unconditional bool              `json:"unconditional,omitempty"`
 	Detail        string            `json:"detail,omitempty"`
+	Refused       provider.Code     `json:"refused,omitempty"`
+	Reason        string            `json:"reason,omitempty"`
+	Suppressed    uint64            `json:"suppressed,omitempty"`
 }
 
 // LogResult is the result of fs.log, newest first.
