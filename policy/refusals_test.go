@@ -158,8 +158,8 @@ func TestRefusal_RateLimitedPerSessionPathAndCode(t *testing.T) {
 	assert.Zero(t, got[0].Suppressed)
 
 	// Other keys in the same instant are not merged into it.
-	require.Error(t, edit(b, f))                                 // other session
-	require.Error(t, edit(a, g))                                 // other path
+	require.Error(t, edit(b, f)) // other session
+	require.Error(t, edit(a, g)) // other path
 	_, err := e.Edit(ctx, a, f, provider.EditRequest{OldString: "x", NewString: "y"},
 		Guard{Version: &provider.VersionGuard{Version: "v-old"}}) // same session and path, other code
 	require.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err))
