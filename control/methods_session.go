@@ -11,10 +11,17 @@ import (
 )
 
 // sessionOpen opens a named session.
-func (s *Server) sessionOpen(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p SessionOpenParams
 	if err := decodeParams(MethodSessionOpen, params, &p); err != nil {
 		return nil, err
+	}
+	switch p.Channel {
+	case "", policy.ChannelSocket:
+	case policy.ChannelMCP:
+		c.setChannel(p.Channel)
+	default:
+		return nil, invalidParams(`channel must be "socket" or "mcp", not %q`, p.Channel)
 	}
 	if strings.ContainsRune(p.Name, 0) {
 		return nil, invalidParams("session name contains a NUL byte")

@@ -111,8 +111,12 @@ type VersionExpected struct {
 type Empty struct{}
 
 // SessionOpenParams are the params of session.open.
+// Channel "mcp" declares the connection an MCP server's: its requests are
+// then audited with channel "mcp" instead of "socket" (a label the client
+// chooses; the uid and pid are the kernel's).
 type SessionOpenParams struct {
-	Name string `json:"name,omitempty"`
+	Name    string         `json:"name,omitempty"`
+	Channel policy.Channel `json:"channel,omitempty"`
 }
 
 // SessionOpenResult is the result of session.open.

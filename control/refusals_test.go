@@ -154,3 +154,30 @@ func TestWatch_RefusalIsNotAChange(t *testing.T) {
 		t.Fatal("no change notification for the real write")
 	}
 }
+
+func TestLog_ChannelDeclaredAtSessionOpenLabelsTheConnection(t *testing.T) {
+	env := newTestEnv(t)
+	env.file(t, "a.txt", "a\n")
+	mcpConn, plain := env.client(t), env.client(t)
+	ctx := context.Background()
+	s, err := mcpConn.OpenSessionWith(ctx, SessionOpenParams{Name: "agent", Channel: policy.ChannelMCP})
+	require.NoError(t, err)
+
+	_, err = mcpConn.Write(ctx, WriteParams{Path: "a.txt", Content: "x\n", Session: s})
+	requireFS(t, err, provider.CodeNotObserved)
+	_, err = mcpConn.Write(ctx, WriteParams{Path: "new.txt", Content: "x\n", Session: s})
+	require.NoError(t, err)
+	_, err = plain.Write(ctx, WriteParams{Path: "a.txt", Content: "y\n"})
+	requireFS(t, err, provider.CodeNotObserved)
+
+	log, err := plain.Log(ctx, LogParams{})
+	require.NoError(t, err)
+	require.Len(t, log.Entries, 3)
+	assert.Equal(t, []policy.Channel{policy.ChannelSocket, policy.ChannelMCP, policy.ChannelMCP},
+		[]policy.Channel{log.Entries[0].Channel, log.Entries[1].Channel, log.Entries[2].Channel})
+
+	_, err = plain.OpenSessionWith(ctx, SessionOpenParams{Channel: "carrier-pigeon"})
+	var re *RPCError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, CodeInvalidParams, re.RPCCode)
+}

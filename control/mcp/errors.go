@@ -138,6 +138,11 @@ func (c *Conn) describeEntry(ctx context.Context, e control.LogEntry) string {
 			s += " from " + c.sessionName(ctx, e.Session)
 		}
 		s += " over the socket"
+	case policy.ChannelMCP:
+		if e.Session != "" {
+			s += " from " + c.sessionName(ctx, e.Session)
+		}
+		s += " over MCP"
 	default:
 		if e.Session != "" {
 			s += " from " + c.sessionName(ctx, e.Session)
