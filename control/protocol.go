@@ -348,7 +348,8 @@ type ChangeEvent struct {
 // combine: Path "" lists every path (a path matches an entry's path or its
 // move destination); Refused true lists only refusals, false only changes,
 // absent both; Session lists one session's entries; Since lists entries
-// with a seq above it (pass the newest seq you have to get what came after).
+// with a seq above it: the first Limit of them (still newest first), so
+// passing the highest seq you got pages forward without gaps.
 type LogParams struct {
 	Path    string           `json:"path,omitempty"`
 	Cwd     string           `json:"cwd,omitempty"`

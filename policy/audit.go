@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -54,7 +55,7 @@ type AuditQuery struct {
 	Limit   int       // 0: 100
 	Kind    AuditKind // AuditAll (default), AuditRefusals or AuditChanges
 	Session SessionID // "" = all; else entries whose actor is this session
-	Since   uint64    // 0 = all; else entries with Seq > Since
+	Since   uint64    // 0 = all; else entries with Seq > Since (see Audit)
 }
 
 // AuditKind selects changes, refusals or both in an AuditQuery.
@@ -67,8 +68,8 @@ const (
 	AuditChanges                   // only completed mutations
 )
 
-// matches reports whether e passes q's filters (Since aside: the scan stops
-// there).
+// matches reports whether e passes q's filters (Since aside: the scan
+// starts after it).
 func (q AuditQuery) matches(e AuditEntry) bool {
 	switch {
 	case q.Path != "" && e.Path != q.Path && e.To != q.Path:
@@ -135,7 +136,9 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 }
 
 // Audit returns the entries q selects, newest first, at most q.Limit
-// (default 100).
+// (default 100). Without Since these are the newest matching entries; with
+// Since, the oldest matching entries after it (still listed newest first),
+// so a reader pages forward without gaps by passing the highest Seq it got.
 func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
@@ -148,13 +151,18 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	}
 	var out []AuditEntry
 	prefix := []byte(prefixAudit)
+	forward := q.Since > 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true, PrefetchValues: true, PrefetchSize: 32})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: !forward, PrefetchValues: true, PrefetchSize: 32})
 		defer it.Close()
-		for it.Seek(append(append([]byte{}, prefix...), 0xff)); it.ValidForPrefix(prefix) && len(out) < q.Limit; it.Next() {
-			if seq, ok := auditSeqOf(it.Item().Key()); ok && seq <= q.Since {
-				break // keys are big-endian sequence numbers: the rest is older
+		start := append(append([]byte{}, prefix...), 0xff)
+		if forward {
+			if q.Since == ^uint64(0) {
+				return nil
 			}
+			start = auditKey(q.Since + 1)
+		}
+		for it.Seek(start); it.ValidForPrefix(prefix) && len(out) < q.Limit; it.Next() {
 			var e AuditEntry
 			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &e) }); err != nil {
 				return fmt.Errorf("decode audit entry %x: %w", it.Item().Key(), err)
@@ -167,6 +175,9 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	if forward {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

@@ -52,14 +52,6 @@ func auditKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(prefixAudit), seq)
 }
 
-// auditSeqOf is the sequence number of an audit key.
-func auditSeqOf(key []byte) (uint64, bool) {
-	if len(key) != len(prefixAudit)+8 || string(key[:len(prefixAudit)]) != prefixAudit {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(key[len(prefixAudit):]), true
-}
-
 func encodeUint64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 func decodeUint64(b []byte) (uint64, error) {

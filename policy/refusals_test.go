@@ -286,4 +286,13 @@ func TestAudit_FiltersKindSessionSinceAndPath(t *testing.T) {
 	assert.Equal(t, []string{"5", "3"}, details(AuditQuery{Path: "f1.txt", Since: since}), "a path filter keeps refusals")
 	assert.Equal(t, []string{"4"}, details(AuditQuery{Kind: AuditRefusals, Session: "s-x", Path: "f0.txt"}))
 	assert.Empty(t, details(AuditQuery{Since: all[0].Seq}))
+	assert.Empty(t, details(AuditQuery{Since: ^uint64(0)}))
+
+	// With Since, a limit keeps the oldest entries after it: paging forward
+	// from the highest seq returned misses nothing.
+	first := all[5].Seq // Detail "0"
+	page := details(AuditQuery{Since: first, Limit: 2})
+	assert.Equal(t, []string{"2", "1"}, page, "newest first within the page")
+	assert.Equal(t, []string{"4", "3"}, details(AuditQuery{Since: all[3].Seq, Limit: 2}))
+	assert.Equal(t, []string{"5", "4"}, details(AuditQuery{Limit: 2}), "without Since, the newest")
 }

@@ -64,7 +64,7 @@ func clientVerbs() []clientVerb {
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
 				fs.BoolVar(&o.refused, "refused", false, "only refusals: the changes the guard, the view or permissions refused")
-				fs.Uint64Var(&o.since, "since", 0, "only entries after sequence number `SEQ` (the first column)")
+				fs.Uint64Var(&o.since, "since", 0, "only entries after sequence number `SEQ` (the first column); with --limit, the first ones after it")
 			},
 			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH. With\n--session S (given on the command line; $DSH_SESSION does not apply here) only\nS's entries. Refusals repeated within a second (the kernel retries ESTALE) are\nlogged once, the next entry counting the ones left out."},
 	}
