@@ -62,8 +62,8 @@ type Options struct {
 	// program may retry forever.
 	RefusalInterval time.Duration
 	// RefusalKeys bounds the keys the rate limiter remembers (default
-	// 4096); when full, the keys quiet for longer than RefusalInterval are
-	// forgotten first, then the oldest.
+	// 4096); when full, the key whose last entry is the oldest is
+	// forgotten (a count of refusals left out for it is then lost).
 	RefusalKeys int
 	// Logger receives the store's logs and Badger's warnings and errors
 	// (default slog.Default()).

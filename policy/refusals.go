@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"container/list"
 	"errors"
 	"sync"
 	"time"
@@ -53,7 +54,7 @@ func (e *Engine) auditRefusal(a Actor, op MutationOp, t provider.Target, err err
 }
 
 // auditRefusalTo is auditRefusal with the destination of a move or rename.
-// The rate limit counts by the path the error names (either end).
+// The rate limit counts by t, or by to when the error names it.
 func (e *Engine) auditRefusalTo(a Actor, op MutationOp, t provider.Target, to *provider.Target, err error, guardDecided bool) bool {
 	if err == nil {
 		return false
@@ -64,8 +65,8 @@ func (e *Engine) auditRefusalTo(a Actor, op MutationOp, t provider.Target, to *p
 	}
 	keyPath := t.DisplayPath
 	var pe *provider.Error
-	if errors.As(err, &pe) && pe.Path != "" {
-		keyPath = pe.Path
+	if to != nil && errors.As(err, &pe) && pe.Path == to.DisplayPath {
+		keyPath = to.DisplayPath // the destination was refused
 	}
 	s := e.store
 	now := s.opts.Now()
@@ -97,21 +98,26 @@ type refusalKey struct {
 // refusalCount is one key's state: when its last entry was written and how
 // many refusals were left out since.
 type refusalCount struct {
+	key        refusalKey
 	last       time.Time
 	suppressed uint64
 }
 
-// refusalLimiter admits at most one refusal entry per key per interval.
+// refusalLimiter admits at most one refusal entry per key per interval. It
+// remembers at most maxKeys keys, in the order their last entry was
+// written, so making room is O(1).
 type refusalLimiter struct {
 	interval time.Duration // <= 0: admit everything
 	maxKeys  int
 
-	mu   sync.Mutex
-	keys map[refusalKey]*refusalCount
+	mu    sync.Mutex
+	keys  map[refusalKey]*list.Element // of *refusalCount
+	order *list.List                   // least recently written first
 }
 
 func newRefusalLimiter(interval time.Duration, maxKeys int) *refusalLimiter {
-	return &refusalLimiter{interval: interval, maxKeys: maxKeys, keys: make(map[refusalKey]*refusalCount)}
+	return &refusalLimiter{interval: interval, maxKeys: max(maxKeys, 1),
+		keys: make(map[refusalKey]*list.Element), order: list.New()}
 }
 
 // admit reports whether a refusal of k at now gets an entry and, if so, how
@@ -122,40 +128,26 @@ func (l *refusalLimiter) admit(k refusalKey, now time.Time) (bool, uint64) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c, ok := l.keys[k]
-	if ok && now.Sub(c.last) < l.interval {
-		c.suppressed++
-		return false, 0
-	}
-	if !ok {
-		l.makeRoom(now)
-		c = &refusalCount{}
-		l.keys[k] = c
-	}
-	suppressed := c.suppressed
-	c.last, c.suppressed = now, 0
-	return true, suppressed
-}
-
-// makeRoom forgets keys when the limiter is full: first those quiet for a
-// whole interval (a later refusal of them is admitted anyway; a count left
-// out for them is lost), then the least recent one.
-func (l *refusalLimiter) makeRoom(now time.Time) {
-	if len(l.keys) < l.maxKeys {
-		return
-	}
-	var oldest refusalKey
-	var oldestAt time.Time
-	for k, c := range l.keys {
-		if now.Sub(c.last) >= l.interval {
-			delete(l.keys, k)
-			continue
+	el, ok := l.keys[k]
+	if ok {
+		c := el.Value.(*refusalCount)
+		if now.Sub(c.last) < l.interval {
+			c.suppressed++
+			return false, 0
 		}
-		if oldestAt.IsZero() || c.last.Before(oldestAt) {
-			oldest, oldestAt = k, c.last
-		}
+		suppressed := c.suppressed
+		c.last, c.suppressed = now, 0
+		l.order.MoveToBack(el)
+		return true, suppressed
 	}
-	if len(l.keys) >= l.maxKeys {
-		delete(l.keys, oldest)
+	for l.order.Len() >= l.maxKeys {
+		// The least recently written key goes: quiet for a whole interval,
+		// a later refusal of it is admitted anyway; otherwise the count left
+		// out for it is lost (the limiter is full of busier keys).
+		front := l.order.Front()
+		delete(l.keys, front.Value.(*refusalCount).key)
+		l.order.Remove(front)
 	}
+	l.keys[k] = l.order.PushBack(&refusalCount{key: k, last: now})
+	return true, 0
 }

@@ -193,26 +193,24 @@ func TestRefusal_RateLimitOffRecordsEveryRefusal(t *testing.T) {
 	assert.Len(t, refusals(t, e.Store()), 3)
 }
 
-func TestRefusalLimiter_ForgetsQuietKeysFirstThenTheOldest(t *testing.T) {
+func TestRefusalLimiter_ForgetsTheLeastRecentlyWrittenKey(t *testing.T) {
 	l := newRefusalLimiter(time.Second, 2)
 	t0 := time.Unix(1700000000, 0)
 	key := func(p string) refusalKey { return refusalKey{session: "s", path: p, code: provider.CodeStaleVersion} }
+	admit := func(p string, at time.Duration) bool {
+		ok, _ := l.admit(key(p), t0.Add(at))
+		return ok
+	}
 
-	ok, _ := l.admit(key("a"), t0)
-	require.True(t, ok)
-	ok, _ = l.admit(key("a"), t0) // suppressed, counted
-	require.False(t, ok)
-	ok, _ = l.admit(key("b"), t0.Add(500*time.Millisecond))
-	require.True(t, ok)
-	// Full: "c" evicts the oldest (a), nothing being quiet yet.
-	ok, _ = l.admit(key("c"), t0.Add(600*time.Millisecond))
-	require.True(t, ok)
+	require.True(t, admit("a", 0))
+	require.True(t, admit("b", 100*time.Millisecond))
+	require.False(t, admit("a", 200*time.Millisecond), "a is still limited")
+	require.True(t, admit("a", 1100*time.Millisecond)) // a written again: b is now the oldest
+	require.True(t, admit("c", 1200*time.Millisecond)) // full: b goes
 	assert.Len(t, l.keys, 2)
-	assert.NotContains(t, l.keys, key("a"))
-	// Later, both quiet keys are forgotten to make room.
-	ok, _ = l.admit(key("d"), t0.Add(3*time.Second))
-	require.True(t, ok)
-	assert.Len(t, l.keys, 1)
+	assert.NotContains(t, l.keys, key("b"))
+	assert.False(t, admit("a", 1300*time.Millisecond), "a, written recently, is remembered")
+	assert.True(t, admit("b", 1300*time.Millisecond), "b was forgotten: admitted again")
 }
 
 func TestRefusal_MountHooksAuditBoundRefusalsOnly(t *testing.T) {
@@ -295,4 +293,32 @@ func TestAudit_FiltersKindSessionSinceAndPath(t *testing.T) {
 	assert.Equal(t, []string{"2", "1"}, page, "newest first within the page")
 	assert.Equal(t, []string{"4", "3"}, details(AuditQuery{Since: all[3].Seq, Limit: 2}))
 	assert.Equal(t, []string{"5", "4"}, details(AuditQuery{Limit: 2}), "without Since, the newest")
+}
+
+// BenchmarkAuditRefusal measures a refusal that is written (a new key each
+// time) and one the rate limit leaves out (the same key).
+func BenchmarkAuditRefusal(b *testing.B) {
+	err := provider.NewError(provider.CodeStaleVersion, "write", "f.txt", nil, "the file changed since you read it; read it again")
+	a := Actor{Session: "s-bench", PID: 1, Channel: ChannelMount}
+	b.Run("written", func(b *testing.B) {
+		e, ffs := newTestEngine(b)
+		targets := make([]provider.Target, 1024)
+		for i := range targets {
+			targets[i] = ffs.target(fmt.Sprintf("f%d.txt", i))
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			a.Session = SessionID(fmt.Sprintf("s-%d", i/len(targets)))
+			e.AuditRefusal(a, OpWrite, targets[i%len(targets)], err)
+		}
+	})
+	b.Run("suppressed", func(b *testing.B) {
+		e, ffs := newTestEngine(b)
+		t := ffs.target("f.txt")
+		e.AuditRefusal(a, OpWrite, t, err)
+		b.ReportAllocs()
+		for b.Loop() {
+			e.AuditRefusal(a, OpWrite, t, err)
+		}
+	})
 }
