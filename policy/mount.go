@@ -67,6 +67,7 @@ func (e *Engine) checkMount(a Actor, t provider.Target, current *provider.Versio
 // allowed if the session never saw it or saw it absent, and FS_STALE_VERSION
 // if the session saw it present (someone removed what it read), as a guarded
 // write would answer.
+//
 // A refusal of a bound session is audited (see AuditRefusal).
 func (e *Engine) CheckMountCreate(a Actor, t provider.Target, current *provider.Version) error {
 	err := e.checkMountCreate(a, t, current)
@@ -96,17 +97,6 @@ func (e *Engine) checkMountCreate(a Actor, t provider.Target, current *provider.
 		return staleVersion(op, t.DisplayPath)
 	}
 	return nil
-}
-
-// auditMountRefusal audits a mount hook's refusal of a bound session.
-func (e *Engine) auditMountRefusal(a Actor, op MutationOp, t provider.Target, err error) {
-	if err == nil || a.Session == "" {
-		return
-	}
-	if a.Channel == "" {
-		a.Channel = ChannelMount
-	}
-	e.auditRefusal(a, op, t, err, true)
 }
 
 // ObserveMount records what a bound process saw (open for read → present at

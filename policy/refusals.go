@@ -88,6 +88,17 @@ func (e *Engine) auditRefusalTo(a Actor, op MutationOp, t provider.Target, to *p
 	return true
 }
 
+// auditMountRefusal audits a mount hook's refusal of a bound session.
+func (e *Engine) auditMountRefusal(a Actor, op MutationOp, t provider.Target, err error) {
+	if err == nil || a.Session == "" {
+		return
+	}
+	if a.Channel == "" {
+		a.Channel = ChannelMount
+	}
+	e.auditRefusal(a, op, t, err, true)
+}
+
 // refusalKey is what the refusal rate limit counts by.
 type refusalKey struct {
 	session SessionID
