@@ -241,8 +241,14 @@ func (c *Client) forget(id uint64) {
 
 // OpenSession opens a session (name is for people).
 func (c *Client) OpenSession(ctx context.Context, name string) (policy.SessionID, error) {
+	return c.OpenSessionWith(ctx, SessionOpenParams{Name: name})
+}
+
+// OpenSessionWith opens a session with every session.open parameter (e.g.
+// Channel "mcp" to have this connection's requests audited as MCP).
+func (c *Client) OpenSessionWith(ctx context.Context, p SessionOpenParams) (policy.SessionID, error) {
 	var r SessionOpenResult
-	err := c.Call(ctx, MethodSessionOpen, SessionOpenParams{Name: name}, &r)
+	err := c.Call(ctx, MethodSessionOpen, p, &r)
 	return r.Session, err
 }
 

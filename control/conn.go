@@ -217,7 +217,7 @@ func (c *conn) implicitSession() (policy.SessionID, error) {
 // actorFor returns the actor of a request naming session (empty: the
 // connection's implicit session).
 func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
-	a := c.actor
+	a := c.peer()
 	if session == "" {
 		id, err := c.implicitSession()
 		if err != nil {
@@ -231,6 +231,28 @@ func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
 	}
 	a.Session = session // the Engine marks the session used
 	return a, nil
+}
+
+// refusalActor is the actor an audit entry names when actorFor refused
+// session: the peer, with the session it asked for.
+func (c *conn) refusalActor(session policy.SessionID) policy.Actor {
+	a := c.peer()
+	a.Session = session
+	return a
+}
+
+// peer is the connection's actor without a session: uid, pid, channel.
+func (c *conn) peer() policy.Actor {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.actor
+}
+
+// setChannel relabels the connection's requests (session.open's channel).
+func (c *conn) setChannel(ch policy.Channel) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.actor.Channel = ch
 }
 
 // addWatch registers a watch's stop function; false when closing.

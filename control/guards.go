@@ -129,6 +129,8 @@ func describeWriter(rec policy.WriteRecord) string {
 		s += " through the mount"
 	case policy.ChannelSocket:
 		s += " over the control socket"
+	case policy.ChannelMCP:
+		s += " over MCP"
 	}
 	switch {
 	case a.Session != "" && a.PID != 0:

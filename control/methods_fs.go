@@ -120,7 +120,7 @@ func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
+	a, t, err := s.mutationSubject(ctx, c, policy.OpWrite, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func (s *Server) edit(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
+	a, t, err := s.mutationSubject(ctx, c, policy.OpEdit, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (s *Server) delete(ctx context.Context, c *conn, params json.RawMessage) (a
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
+	a, t, err := s.mutationSubject(ctx, c, policy.OpDelete, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -197,15 +197,15 @@ func (s *Server) move(ctx context.Context, c *conn, params json.RawMessage) (any
 	}
 	a, err := c.actorFor(p.Session)
 	if err != nil {
-		return nil, err
+		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpMove, p.From, err)
 	}
 	src, err := s.resolve(ctx, "from", p.From, p.Cwd)
 	if err != nil {
-		return nil, err
+		return nil, s.refusedEarly(a, policy.OpMove, p.From, err)
 	}
 	dst, err := s.resolve(ctx, "to", p.To, p.Cwd)
 	if err != nil {
-		return nil, err
+		return nil, s.refusedEarly(a, policy.OpMove, p.To, err)
 	}
 	out, err := s.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
 	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
@@ -235,6 +235,36 @@ func pickTarget(err error, ts ...provider.Target) provider.Target {
 		}
 	}
 	return ts[0]
+}
+
+// mutationSubject is subject for a mutation: a refusal before the engine
+// is asked (the view hides the path, the session is not the caller's) is
+// audited like the engine's own refusals.
+func (s *Server) mutationSubject(ctx context.Context, c *conn, op policy.MutationOp, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
+	a, err := c.actorFor(session)
+	if err != nil {
+		return a, provider.Target{}, s.refusedEarly(c.refusalActor(session), op, path, err)
+	}
+	t, err := s.resolve(ctx, "path", path, cwd)
+	if err != nil {
+		return a, provider.Target{}, s.refusedEarly(a, op, path, err)
+	}
+	return a, t, nil
+}
+
+// refusedEarly audits err when it refuses a mutation before the engine
+// decided anything (see policy.IsRefusal), and returns it. The entry names
+// the path the error names, else the path as the caller wrote it.
+func (s *Server) refusedEarly(a policy.Actor, op policy.MutationOp, path string, err error) error {
+	if !policy.IsRefusal(provider.CodeOf(err)) {
+		return err
+	}
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Path != "" {
+		path = pe.Path
+	}
+	s.engine.AuditRefusal(a, op, provider.Target{DisplayPath: path}, err)
+	return err
 }
 
 // subject resolves the actor and the target of a request about one path.

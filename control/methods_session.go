@@ -11,10 +11,17 @@ import (
 )
 
 // sessionOpen opens a named session.
-func (s *Server) sessionOpen(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p SessionOpenParams
 	if err := decodeParams(MethodSessionOpen, params, &p); err != nil {
 		return nil, err
+	}
+	switch p.Channel {
+	case "", policy.ChannelSocket:
+	case policy.ChannelMCP:
+		c.setChannel(p.Channel)
+	default:
+		return nil, invalidParams(`channel must be "socket" or "mcp", not %q`, p.Channel)
 	}
 	if strings.ContainsRune(p.Name, 0) {
 		return nil, invalidParams("session name contains a NUL byte")
@@ -108,7 +115,7 @@ func (s *Server) status(_ context.Context, _ *conn, params json.RawMessage) (any
 	return res, nil
 }
 
-// auditLog lists audit entries, newest first.
+// auditLog lists audit entries (changes and refusals), newest first.
 func (s *Server) auditLog(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
 	var p LogParams
 	if err := decodeParams(MethodLog, params, &p); err != nil {
@@ -120,7 +127,14 @@ func (s *Server) auditLog(ctx context.Context, _ *conn, params json.RawMessage) 
 	if p.Limit == 0 {
 		p.Limit = DefaultLogLimit
 	}
-	q := policy.AuditQuery{Limit: p.Limit}
+	q := policy.AuditQuery{Limit: p.Limit, Session: p.Session, Since: p.Since}
+	switch {
+	case p.Refused == nil:
+	case *p.Refused:
+		q.Kind = policy.AuditRefusals
+	default:
+		q.Kind = policy.AuditChanges
+	}
 	if p.Path != "" {
 		t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
 		if err != nil {
@@ -138,6 +152,7 @@ func (s *Server) auditLog(ctx context.Context, _ *conn, params json.RawMessage) 
 			Seq: e.Seq, Time: e.Time, Path: e.Path, Op: e.Op,
 			Session: e.Actor.Session, Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
 			Before: e.Before, After: e.After, To: e.To, Unconditional: e.Unconditional, Detail: e.Detail,
+			Refused: e.Refused, Reason: e.Reason, Suppressed: e.Suppressed,
 		})
 	}
 	return res, nil

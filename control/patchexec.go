@@ -59,7 +59,7 @@ func (s *Server) patch(ctx context.Context, c *conn, params json.RawMessage) (an
 	}
 	a, err := c.actorFor(p.Session)
 	if err != nil {
-		return nil, err
+		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpPatch, "", err)
 	}
 	plan, err := s.preflightPatch(ctx, a, ops, p.Cwd, p.Unconditional)
 	if err != nil {
@@ -76,11 +76,36 @@ func (s *Server) preflightPatch(ctx context.Context, a policy.Actor, ops []patch
 	for i, op := range ops {
 		pl, err := pf.check(ctx, op, cwd)
 		if err != nil {
-			return nil, opError(i, op, err)
+			err = opError(i, op, err)
+			s.auditPreflightRefusal(a, op, err)
+			return nil, err
 		}
 		plan = append(plan, pl)
 	}
 	return plan, nil
+}
+
+// guardRefusal marks a preflight error as the guard's decision, so that
+// its FS_NOT_FOUND (the session saw the file absent) is audited as a
+// refusal; other FS_NOT_FOUND errors of a patch are plain failures.
+type guardRefusal struct{ error }
+
+func (g guardRefusal) Unwrap() error { return g.error }
+
+// auditPreflightRefusal audits a patch refused at preflight (nothing was
+// applied) when its error is a refusal. Commit-time refusals are audited by
+// the engine.
+func (s *Server) auditPreflightRefusal(a policy.Actor, op patch.Operation, err error) {
+	var gr guardRefusal
+	if !policy.IsRefusal(provider.CodeOf(err)) && !errors.As(err, &gr) {
+		return
+	}
+	path := op.OpPath()
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Path != "" {
+		path = pe.Path
+	}
+	s.engine.AuditRefusal(a, policy.OpPatch, provider.Target{DisplayPath: path}, err)
 }
 
 // opError names the failing operation in a preflight error.
@@ -230,7 +255,7 @@ func (pf *preflight) checkExisting(ctx context.Context, t provider.Target, load 
 			guard, err = pf.s.engine.DeleteIntent(ctx, pf.actor, t)
 		}
 		if err != nil {
-			return nil, pf.s.explain(err, t)
+			return nil, guardRefusal{pf.s.explain(err, t)}
 		}
 		if guard != nil && (info == nil || info.Version != guard.Version) {
 			return nil, pf.s.explain(provider.NewError(provider.CodeStaleVersion, "patch", t.DisplayPath, nil,

@@ -111,8 +111,12 @@ type VersionExpected struct {
 type Empty struct{}
 
 // SessionOpenParams are the params of session.open.
+// Channel "mcp" declares the connection an MCP server's: its requests are
+// then audited with channel "mcp" instead of "socket" (a label the client
+// chooses; the uid and pid are the kernel's).
 type SessionOpenParams struct {
-	Name string `json:"name,omitempty"`
+	Name    string         `json:"name,omitempty"`
+	Channel policy.Channel `json:"channel,omitempty"`
 }
 
 // SessionOpenResult is the result of session.open.
@@ -340,14 +344,25 @@ type ChangeEvent struct {
 	Error   string           `json:"error,omitempty"`
 }
 
-// LogParams are the params of fs.log. Path "" lists every entry.
+// LogParams are the params of fs.log. Every filter is optional and they
+// combine: Path "" lists every path (a path matches an entry's path or its
+// move destination); Refused true lists only refusals, false only changes,
+// absent both; Session lists one session's entries; Since lists entries
+// with a seq above it: the first Limit of them (still newest first), so
+// passing the highest seq you got pages forward without gaps.
 type LogParams struct {
-	Path  string `json:"path,omitempty"`
-	Cwd   string `json:"cwd,omitempty"`
-	Limit int    `json:"limit,omitempty"`
+	Path    string           `json:"path,omitempty"`
+	Cwd     string           `json:"cwd,omitempty"`
+	Limit   int              `json:"limit,omitempty"`
+	Refused *bool            `json:"refused,omitempty"`
+	Session policy.SessionID `json:"session,omitempty"`
+	Since   uint64           `json:"since,omitempty"`
 }
 
-// LogEntry is one audit entry.
+// LogEntry is one audit entry: a change, or a refused attempt at one
+// (Refused holds the FS_… code the caller got, Reason its message, and
+// Suppressed how many refusals of the same session, path and code were left
+// out of the log just before this one; a refusal has no versions).
 type LogEntry struct {
 	Seq           uint64            `json:"seq"`
 	Time          time.Time         `json:"time"`
@@ -362,6 +377,9 @@ type LogEntry struct {
 	To            string            `json:"to,omitempty"`
 	Unconditional bool              `json:"unconditional,omitempty"`
 	Detail        string            `json:"detail,omitempty"`
+	Refused       provider.Code     `json:"refused,omitempty"`
+	Reason        string            `json:"reason,omitempty"`
+	Suppressed    uint64            `json:"suppressed,omitempty"`
 }
 
 // LogResult is the result of fs.log, newest first.

@@ -23,6 +23,7 @@ type Channel string
 const (
 	ChannelSocket Channel = "socket"
 	ChannelMount  Channel = "mount"
+	ChannelMCP    Channel = "mcp" // the socket, from a client that declared itself an MCP server
 )
 
 // Actor is who asks for an operation.

@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -19,7 +20,13 @@ type WriteRecord struct {
 	Path    string           // display path
 }
 
-// AuditEntry is one mutation in the append-only audit log.
+// AuditEntry is one mutation, or one refused attempt at one, in the
+// append-only audit log. A refusal has Refused set (the FS_… code), Reason
+// (the message the caller got) and Suppressed (how many refusals of the same
+// session, path and code were not recorded since the previous entry for them,
+// see Options.RefusalInterval); it changed nothing, so Before and After are
+// empty. Entries written before refusals were audited decode with those
+// fields zero.
 type AuditEntry struct {
 	Seq           uint64 // assigned by AppendAudit; increasing, never reused
 	Time          time.Time
@@ -31,12 +38,50 @@ type AuditEntry struct {
 	To            string // destination display path of a move or rename
 	Unconditional bool   // the caller skipped the guard
 	Detail        string
+	Refused       provider.Code `json:",omitempty"` // "": a completed mutation
+	Reason        string        `json:",omitempty"` // why it was refused
+	Suppressed    uint64        `json:",omitempty"` // refusals of the same key left out before this one
 }
 
-// AuditQuery selects audit entries, newest first.
+// IsRefusal reports whether e records a refused attempt rather than a
+// change. Consumers of changes (a change feed, "what changed since") skip
+// refusals.
+func (e AuditEntry) IsRefusal() bool { return e.Refused != "" }
+
+// AuditQuery selects audit entries, newest first. The filters combine (all
+// must hold); a path filter matches refusals as it matches changes.
 type AuditQuery struct {
-	Path  string // "" = all; else entries whose Path or To equals it
-	Limit int    // 0: 100
+	Path    string    // "" = all; else entries whose Path or To equals it
+	Limit   int       // 0: 100
+	Kind    AuditKind // AuditAll (default), AuditRefusals or AuditChanges
+	Session SessionID // "" = all; else entries whose actor is this session
+	Since   uint64    // 0 = all; else entries with Seq > Since (see Audit)
+}
+
+// AuditKind selects changes, refusals or both in an AuditQuery.
+type AuditKind int
+
+// Audit kinds.
+const (
+	AuditAll      AuditKind = iota // changes and refusals
+	AuditRefusals                  // only refused attempts
+	AuditChanges                   // only completed mutations
+)
+
+// matches reports whether e passes q's filters (Since aside: the scan
+// starts after it).
+func (q AuditQuery) matches(e AuditEntry) bool {
+	switch {
+	case q.Path != "" && e.Path != q.Path && e.To != q.Path:
+		return false
+	case q.Session != "" && e.Actor.Session != q.Session:
+		return false
+	case q.Kind == AuditRefusals && !e.IsRefusal():
+		return false
+	case q.Kind == AuditChanges && e.IsRefusal():
+		return false
+	}
+	return true
 }
 
 // DefaultAuditLimit is the number of entries Audit returns without a Limit.
@@ -90,8 +135,10 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 	return nil
 }
 
-// Audit returns entries newest first, at most q.Limit (default 100),
-// optionally only those whose Path or To equals q.Path.
+// Audit returns the entries q selects, newest first, at most q.Limit
+// (default 100). Without Since these are the newest matching entries; with
+// Since, the oldest matching entries after it (still listed newest first),
+// so a reader pages forward without gaps by passing the highest Seq it got.
 func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
@@ -104,15 +151,23 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	}
 	var out []AuditEntry
 	prefix := []byte(prefixAudit)
+	forward := q.Since > 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true, PrefetchValues: true, PrefetchSize: 32})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: !forward, PrefetchValues: true, PrefetchSize: 32})
 		defer it.Close()
-		for it.Seek(append(append([]byte{}, prefix...), 0xff)); it.ValidForPrefix(prefix) && len(out) < q.Limit; it.Next() {
+		start := append(append([]byte{}, prefix...), 0xff)
+		if forward {
+			if q.Since == ^uint64(0) {
+				return nil
+			}
+			start = auditKey(q.Since + 1)
+		}
+		for it.Seek(start); it.ValidForPrefix(prefix) && len(out) < q.Limit; it.Next() {
 			var e AuditEntry
 			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &e) }); err != nil {
 				return fmt.Errorf("decode audit entry %x: %w", it.Item().Key(), err)
 			}
-			if q.Path == "" || e.Path == q.Path || e.To == q.Path {
+			if q.matches(e) {
 				out = append(out, e)
 			}
 		}
@@ -120,6 +175,9 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	if forward {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

@@ -44,8 +44,9 @@ type Guard struct {
 // provider call → record the outcome (observation, last writer, audit entry)
 // → observers. The control socket and the FUSE layer both go through it.
 type Engine struct {
-	store *Store
-	fs    provider.FileSystem
+	store    *Store
+	fs       provider.FileSystem
+	refusals *refusalLimiter
 
 	mu        sync.RWMutex
 	decider   Decider
@@ -64,7 +65,8 @@ func NewEngine(store *Store, fs provider.FileSystem) *Engine {
 // newEngine returns an Engine with an empty decider slot (unguarded until a
 // decider registers).
 func newEngine(store *Store, fs provider.FileSystem) *Engine {
-	return &Engine{store: store, fs: fs}
+	return &Engine{store: store, fs: fs,
+		refusals: newRefusalLimiter(store.opts.RefusalInterval, store.opts.RefusalKeys)}
 }
 
 // RegisterDecider puts d in the single decider slot. It returns false, and
@@ -279,11 +281,13 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	}
 	intent, err := e.decideWrite(ctx, a, t, g)
 	if err != nil {
+		e.auditRefusal(a, OpWrite, t, err, true)
 		return provider.WriteOutcome{}, err
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.WriteText(ctx, t, content, intent)
 	if err != nil {
+		e.auditRefusal(a, OpWrite, t, err, false)
 		return out, err
 	}
 	var before provider.Version
@@ -303,11 +307,13 @@ func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provi
 	}
 	vg, err := e.decideEdit(ctx, a, t, g, "edit")
 	if err != nil {
+		e.auditRefusal(a, OpEdit, t, err, true)
 		return provider.EditOutcome{}, err
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.EditText(ctx, t, req, vg)
 	if err != nil {
+		e.auditRefusal(a, OpEdit, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
@@ -323,11 +329,13 @@ func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []
 	}
 	vg, err := e.decideEdit(ctx, a, t, g, "patch")
 	if err != nil {
+		e.auditRefusal(a, OpPatch, t, err, true)
 		return provider.EditOutcome{}, err
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.PatchText(ctx, t, hunks, vg)
 	if err != nil {
+		e.auditRefusal(a, OpPatch, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
@@ -343,11 +351,13 @@ func (e *Engine) Delete(ctx context.Context, a Actor, t provider.Target, g Guard
 	}
 	vg, err := e.decideDelete(ctx, a, t, g)
 	if err != nil {
+		e.auditRefusal(a, OpDelete, t, err, true)
 		return provider.DeleteOutcome{}, err
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.DeleteFile(ctx, t, vg)
 	if err != nil {
+		e.auditRefusal(a, OpDelete, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
@@ -365,15 +375,19 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 	}
 	sg, err := e.decideEdit(ctx, a, src, srcG, "move")
 	if err != nil {
+		e.auditMoveRefusal(a, src, dst, err, true)
 		return provider.MoveOutcome{}, err
 	}
 	dg, err := e.decideWrite(ctx, a, dst, dstG)
 	if err != nil {
-		return provider.MoveOutcome{}, withOp(err, "move")
+		err = withOp(err, "move")
+		e.auditMoveRefusal(a, src, dst, err, true)
+		return provider.MoveOutcome{}, err
 	}
 	e.prepare(ctx, src, dst)
 	out, err := e.fs.MoveFile(ctx, src, dst, provider.MoveOptions{Hunks: hunks, ExpectedSource: sg, ExpectedDestination: dg})
 	if err != nil {
+		e.auditMoveRefusal(a, src, dst, err, false)
 		return out, err
 	}
 	m := mutation{
@@ -385,6 +399,11 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 		m.detail = fmt.Sprintf("source not removed: %s: %s", f.Code, f.Message)
 	}
 	return out, e.commit(ctx, m)
+}
+
+// auditMoveRefusal records a refused move of src to dst.
+func (e *Engine) auditMoveRefusal(a Actor, src, dst provider.Target, err error, guardDecided bool) {
+	e.auditRefusalTo(a, OpMove, src, &dst, err, guardDecided)
 }
 
 func guardVersion(vg *provider.VersionGuard) provider.Version {

@@ -208,8 +208,10 @@ func TestGuard_UnconditionalSkipsDeciderAndIsAudited(t *testing.T) {
 
 	entries, err := e.Store().Audit(AuditQuery{})
 	require.NoError(t, err)
-	require.Len(t, entries, 1)
+	require.Len(t, entries, 2, "the change and, before it, the refusal")
 	assert.True(t, entries[0].Unconditional)
+	assert.False(t, entries[0].IsRefusal())
+	assert.Equal(t, provider.CodeNotObserved, entries[1].Refused)
 }
 
 func TestObserver_FailureReportedMutationStays(t *testing.T) {

@@ -31,7 +31,16 @@ import (
 //	observed absent                    → FS_NOT_FOUND, whether or not t exists now
 //	present(v), t absent or not at v   → FS_STALE_VERSION
 //	present(v), t at v                 → nil
+//
+// A refusal of a bound session is audited (see AuditRefusal).
 func (e *Engine) CheckMount(a Actor, t provider.Target, current *provider.Version) error {
+	err := e.checkMount(a, t, current)
+	e.auditMountRefusal(a, OpWrite, t, err)
+	return err
+}
+
+// checkMount is CheckMount's decision.
+func (e *Engine) checkMount(a Actor, t provider.Target, current *provider.Version) error {
 	const op = "write"
 	if a.Session == "" {
 		return nil
@@ -58,9 +67,22 @@ func (e *Engine) CheckMount(a Actor, t provider.Target, current *provider.Versio
 // allowed if the session never saw it or saw it absent, and FS_STALE_VERSION
 // if the session saw it present (someone removed what it read), as a guarded
 // write would answer.
+//
+// A refusal of a bound session is audited (see AuditRefusal).
 func (e *Engine) CheckMountCreate(a Actor, t provider.Target, current *provider.Version) error {
+	err := e.checkMountCreate(a, t, current)
+	op := OpCreate
 	if current != nil {
-		return e.CheckMount(a, t, current)
+		op = OpWrite
+	}
+	e.auditMountRefusal(a, op, t, err)
+	return err
+}
+
+// checkMountCreate is CheckMountCreate's decision.
+func (e *Engine) checkMountCreate(a Actor, t provider.Target, current *provider.Version) error {
+	if current != nil {
+		return e.checkMount(a, t, current)
 	}
 	const op = "create"
 	if a.Session == "" {

@@ -55,6 +55,16 @@ type Options struct {
 	// reserved on disk ahead of use; a new lease is reserved in the
 	// background when half is used (default 10000).
 	LeaseBandwidth uint64
+	// RefusalInterval rate-limits refusal audit entries: at most one per
+	// (session, path, code) per interval; the refusals left out are counted
+	// on the next entry of that key (default 1 s; negative: every refusal
+	// is recorded). The kernel retries an ESTALE open, and a looping
+	// program may retry forever.
+	RefusalInterval time.Duration
+	// RefusalKeys bounds the keys the rate limiter remembers (default
+	// 4096); when full, the key whose last entry is the oldest is
+	// forgotten (a count of refusals left out for it is then lost).
+	RefusalKeys int
 	// Logger receives the store's logs and Badger's warnings and errors
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -78,6 +88,8 @@ func DefaultOptions() Options {
 		FlushEntries:     4096,
 		CacheEntries:     1 << 15,
 		LeaseBandwidth:   10000,
+		RefusalInterval:  time.Second,
+		RefusalKeys:      4096,
 		Logger:           slog.Default(),
 		Now:              time.Now,
 	}
@@ -122,6 +134,12 @@ func (o Options) WithCacheEntries(v int) Options { o.CacheEntries = v; return o 
 // WithLeaseBandwidth sets LeaseBandwidth.
 func (o Options) WithLeaseBandwidth(v uint64) Options { o.LeaseBandwidth = v; return o }
 
+// WithRefusalInterval sets RefusalInterval.
+func (o Options) WithRefusalInterval(v time.Duration) Options { o.RefusalInterval = v; return o }
+
+// WithRefusalKeys sets RefusalKeys.
+func (o Options) WithRefusalKeys(v int) Options { o.RefusalKeys = v; return o }
+
 // WithLogger sets Logger.
 func (o Options) WithLogger(v *slog.Logger) Options { o.Logger = v; return o }
 
@@ -163,6 +181,12 @@ func (o Options) normalized() Options {
 	}
 	if o.LeaseBandwidth == 0 {
 		o.LeaseBandwidth = d.LeaseBandwidth
+	}
+	if o.RefusalInterval == 0 {
+		o.RefusalInterval = d.RefusalInterval
+	}
+	if o.RefusalKeys <= 0 {
+		o.RefusalKeys = d.RefusalKeys
 	}
 	if o.Logger == nil {
 		o.Logger = d.Logger

@@ -67,7 +67,7 @@ func TestEngine_ConcurrentSessionsOneWinnerPerVersion(t *testing.T) {
 		assert.Equal(t, 1, n, "version %s had %d winning edits", v, n)
 	}
 	assert.Equal(t, sessions*rounds, len(winners)+losers)
-	entries, err := store.Audit(AuditQuery{Path: "counter.txt", Limit: sessions * rounds})
+	entries, err := store.Audit(AuditQuery{Path: "counter.txt", Kind: AuditChanges, Limit: sessions * rounds})
 	require.NoError(t, err)
 	assert.Len(t, entries, len(winners), "one audit entry per winning edit")
 }

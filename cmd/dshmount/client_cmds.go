@@ -65,6 +65,9 @@ type verbOpts struct {
 	all          bool
 	file         string
 	limitLog     int
+	refused      bool
+	since        uint64
+	sessionSet   bool // --session was given on the command line
 	hasOffset    bool
 	hasLimit     bool
 	hasMaxBytes  bool
@@ -139,6 +142,8 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 			e.opts.hasLimit = true
 		case "max-bytes":
 			e.opts.hasMaxBytes = true
+		case "session":
+			e.opts.sessionSet = true
 		}
 	})
 	e.args = pos

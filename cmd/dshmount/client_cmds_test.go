@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -249,4 +250,51 @@ func TestExec_WithoutABindingCgroupSupervisesTheTree(t *testing.T) {
 		stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
 	assert.Equal(t, 7, code, errOut.String())
 	assert.Equal(t, []string{"/usr/bin/make", "make", "-j2"}, supervised)
+}
+
+func TestCLI_LogRefusedSessionAndSince(t *testing.T) {
+	env := newCLIEnv(t)
+	require.NoError(t, os.WriteFile(filepath.Join(env.root, "a.txt"), []byte("a\n"), 0o644))
+	code, out, stderr := env.run(t, "", "session", "open", "--name", "agent", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	session := strings.TrimSpace(out)
+
+	code, _, stderr = env.run(t, "evil\n", "write", "a.txt", "--socket", env.sock, "--session", session)
+	require.Equal(t, exitFS, code)
+	require.True(t, strings.HasPrefix(stderr, "FS_NOT_OBSERVED: "), stderr)
+	code, _, stderr = env.run(t, "fine\n", "write", "b.txt", "--socket", env.sock, "--session", session)
+	require.Equal(t, exitOK, code, stderr)
+
+	// $DSH_SESSION does not filter the log: only --session does.
+	t.Setenv(envSession, "s-someone-else")
+	code, out, stderr = env.run(t, "", "log", "--refused", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 1, out)
+	assert.Contains(t, lines[0], "write")
+	assert.Contains(t, lines[0], "a.txt")
+	assert.Contains(t, lines[0], "session "+session)
+	assert.Contains(t, lines[0], "REFUSED FS_NOT_OBSERVED: the file already exists and you have not read it")
+
+	code, out, stderr = env.run(t, "", "log", "--refused", "--session", session, "--json", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	var res control.LogResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Len(t, res.Entries, 1)
+	refusal := res.Entries[0]
+	assert.Equal(t, policy.SessionID(session), refusal.Session)
+	assert.Equal(t, "FS_NOT_OBSERVED", string(refusal.Refused))
+	assert.NotEmpty(t, refusal.Reason)
+
+	code, out, stderr = env.run(t, "", "log", "--refused", "--session", "s-nobody", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Empty(t, out)
+
+	code, out, stderr = env.run(t, "", "log", "--since", strconv.FormatUint(refusal.Seq, 10), "--json", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	res = control.LogResult{}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Len(t, res.Entries, 1, "only what came after the refusal")
+	assert.Equal(t, "b.txt", res.Entries[0].Path)
+	assert.Empty(t, res.Entries[0].Refused)
 }

@@ -63,8 +63,10 @@ func clientVerbs() []clientVerb {
 		{name: "log", summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
+				fs.BoolVar(&o.refused, "refused", false, "only refusals: the changes the guard, the view or permissions refused")
+				fs.Uint64Var(&o.since, "since", 0, "only entries after sequence number `SEQ` (the first column); with --limit, the first ones after it")
 			},
-			help: "Shows who changed what and when (mount and socket), newest first, optionally only\nthe entries about PATH."},
+			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH. With\n--session S (given on the command line; $DSH_SESSION does not apply here) only\nS's entries. Refusals repeated within a second (the kernel retries ESTALE) are\nlogged once, the next entry counting the ones left out."},
 	}
 }
 
@@ -354,9 +356,16 @@ func doWatch(ctx context.Context, e *clientEnv) error {
 }
 
 func doLog(ctx context.Context, e *clientEnv) error {
-	p := control.LogParams{Cwd: e.cwd, Limit: e.opts.limitLog}
+	p := control.LogParams{Cwd: e.cwd, Limit: e.opts.limitLog, Since: e.opts.since}
 	if len(e.args) == 1 {
 		p.Path = e.args[0]
+	}
+	if e.opts.refused {
+		refused := true
+		p.Refused = &refused
+	}
+	if e.opts.sessionSet {
+		p.Session = e.session
 	}
 	res, err := e.client.Log(ctx, p)
 	if err != nil {
@@ -379,7 +388,13 @@ func doLog(ctx context.Context, e *clientEnv) error {
 			if en.Unconditional {
 				flags = " (unconditional)"
 			}
-			fmt.Fprintf(w, "%s  %-8s %s  by %s%s\n", en.Time.Local().Format("2006-01-02 15:04:05"), en.Op, target, who, flags)
+			if en.Refused != "" {
+				flags += fmt.Sprintf("  REFUSED %s: %s", en.Refused, en.Reason)
+				if en.Suppressed > 0 {
+					flags += fmt.Sprintf(" (%d more refused before, not logged)", en.Suppressed)
+				}
+			}
+			fmt.Fprintf(w, "%6d  %s  %-8s %s  by %s%s\n", en.Seq, en.Time.Local().Format("2006-01-02 15:04:05"), en.Op, target, who, flags)
 		}
 	})
 }

@@ -90,9 +90,10 @@ func (c *Conn) staleText(ctx context.Context, path string) string {
 		provider.CodeStaleVersion, path, what, who, next)
 }
 
-// newestEntry returns the newest audit entry for path.
+// newestEntry returns the newest change of path in the audit log.
 func (c *Conn) newestEntry(ctx context.Context, path string) (control.LogEntry, bool) {
-	res, err := c.cfg.Daemon.Log(ctx, control.LogParams{Path: path, Cwd: c.cfg.Cwd, Limit: 1})
+	changes := false // a refusal (this one, most likely) changed nothing
+	res, err := c.cfg.Daemon.Log(ctx, control.LogParams{Path: path, Cwd: c.cfg.Cwd, Limit: 1, Refused: &changes})
 	if err != nil {
 		c.log.Warn("cannot read the audit log", "path", path, "err", err)
 		return control.LogEntry{}, false
@@ -137,6 +138,11 @@ func (c *Conn) describeEntry(ctx context.Context, e control.LogEntry) string {
 			s += " from " + c.sessionName(ctx, e.Session)
 		}
 		s += " over the socket"
+	case policy.ChannelMCP:
+		if e.Session != "" {
+			s += " from " + c.sessionName(ctx, e.Session)
+		}
+		s += " over MCP"
 	default:
 		if e.Session != "" {
 			s += " from " + c.sessionName(ctx, e.Session)

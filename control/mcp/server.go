@@ -19,7 +19,7 @@ import (
 // Daemon is the part of the control client the MCP server uses, one method
 // per RPC; *control.Client implements it.
 type Daemon interface {
-	OpenSession(ctx context.Context, name string) (policy.SessionID, error)
+	OpenSessionWith(ctx context.Context, p control.SessionOpenParams) (policy.SessionID, error)
 	CloseSession(ctx context.Context, id policy.SessionID) error
 	Stat(ctx context.Context, p control.StatParams) (*control.StatResult, error)
 	List(ctx context.Context, p control.ListParams) (*control.ListResult, error)
@@ -82,7 +82,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	id, err := cfg.Daemon.OpenSession(ctx, cfg.SessionName)
+	id, err := cfg.Daemon.OpenSessionWith(ctx, control.SessionOpenParams{Name: cfg.SessionName, Channel: policy.ChannelMCP})
 	if err != nil {
 		return nil, fmt.Errorf("open a policy session: %w", err)
 	}
