@@ -100,7 +100,10 @@ func (m *mountState) checkChange(a policy.Actor, op string, t provider.Target, c
 	if a.Session == "" {
 		return 0
 	}
-	err := m.cfg.Engine.CheckMount(a, t, current)
+	if a.PID > 0 {
+		a.PID = m.caller(uint32(a.PID)).pid // the process, not its thread
+	}
+	err := m.cfg.Engine.CheckMount(a, policy.MutationOp(op), t, current)
 	if err == nil {
 		return 0
 	}
@@ -115,7 +118,10 @@ func (m *mountState) checkCreate(a policy.Actor, op string, t provider.Target) s
 	if a.Session == "" {
 		return 0
 	}
-	err := m.cfg.Engine.CheckMountCreate(a, t, nil)
+	if a.PID > 0 {
+		a.PID = m.caller(uint32(a.PID)).pid
+	}
+	err := m.cfg.Engine.CheckMountCreate(a, policy.MutationOp(op), t, nil)
 	if err == nil {
 		return 0
 	}

@@ -277,9 +277,9 @@ func TestMount_CheckTable(t *testing.T) {
 			}
 			var err error
 			if tc.create {
-				err = e.CheckMountCreate(a, f, tc.current)
+				err = e.CheckMountCreate(a, OpWrite, f, tc.current)
 			} else {
-				err = e.CheckMount(a, f, tc.current)
+				err = e.CheckMount(a, OpWrite, f, tc.current)
 			}
 			if tc.wantCode == "" {
 				assert.NoError(t, err)
@@ -297,7 +297,7 @@ func TestMount_ClosedSessionRefused(t *testing.T) {
 	require.NoError(t, e.ObserveMount(a, f, Present("v1")))
 	require.NoError(t, e.Store().CloseSession(a.Session))
 	v := provider.Version("v1")
-	err := e.CheckMount(a, f, &v)
+	err := e.CheckMount(a, OpWrite, f, &v)
 	assert.Equal(t, provider.CodeNotObserved, provider.CodeOf(err))
 	assert.ErrorIs(t, err, ErrUnknownSession)
 }

@@ -33,15 +33,18 @@ import (
 //	present(v), t at v                 → nil
 //
 // A refusal of a bound session is audited (see AuditRefusal).
-func (e *Engine) CheckMount(a Actor, t provider.Target, current *provider.Version) error {
-	err := e.checkMount(a, t, current)
-	e.auditMountRefusal(a, OpWrite, t, err)
+//
+// op names the system call being decided ("open", "unlink", "rename", …)
+// in the error and the audit entry.
+func (e *Engine) CheckMount(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
+	err := e.checkMount(a, op, t, current)
+	e.auditMountRefusal(a, op, t, err)
 	return err
 }
 
 // checkMount is CheckMount's decision.
-func (e *Engine) checkMount(a Actor, t provider.Target, current *provider.Version) error {
-	const op = "write"
+func (e *Engine) checkMount(a Actor, mop MutationOp, t provider.Target, current *provider.Version) error {
+	op := string(mop)
 	if a.Session == "" {
 		return nil
 	}
@@ -69,22 +72,18 @@ func (e *Engine) checkMount(a Actor, t provider.Target, current *provider.Versio
 // write would answer.
 //
 // A refusal of a bound session is audited (see AuditRefusal).
-func (e *Engine) CheckMountCreate(a Actor, t provider.Target, current *provider.Version) error {
-	err := e.checkMountCreate(a, t, current)
-	op := OpCreate
-	if current != nil {
-		op = OpWrite
-	}
+func (e *Engine) CheckMountCreate(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
+	err := e.checkMountCreate(a, op, t, current)
 	e.auditMountRefusal(a, op, t, err)
 	return err
 }
 
 // checkMountCreate is CheckMountCreate's decision.
-func (e *Engine) checkMountCreate(a Actor, t provider.Target, current *provider.Version) error {
+func (e *Engine) checkMountCreate(a Actor, mop MutationOp, t provider.Target, current *provider.Version) error {
 	if current != nil {
-		return e.checkMount(a, t, current)
+		return e.checkMount(a, mop, t, current)
 	}
-	const op = "create"
+	op := string(mop)
 	if a.Session == "" {
 		return nil
 	}

@@ -221,15 +221,15 @@ func TestRefusal_MountHooksAuditBoundRefusalsOnly(t *testing.T) {
 	v1 := provider.Version("v1")
 
 	// Allowed, and unbound callers: nothing.
-	require.NoError(t, e.CheckMount(Actor{PID: 5, Channel: ChannelMount}, f, &v1))
-	require.NoError(t, e.CheckMountCreate(a, g, nil))
+	require.NoError(t, e.CheckMount(Actor{PID: 5, Channel: ChannelMount}, OpWrite, f, &v1))
+	require.NoError(t, e.CheckMountCreate(a, OpCreate, g, nil))
 	assert.Empty(t, refusals(t, e.Store()))
 
 	// Unseen: one entry, even through CheckMountCreate over an existing file.
-	err := e.CheckMountCreate(a, f, &v1)
+	err := e.CheckMountCreate(a, OpWrite, f, &v1)
 	require.Equal(t, provider.CodeNotObserved, provider.CodeOf(err))
 	require.NoError(t, e.ObserveMount(a, g, Present("v7")))
-	err = e.CheckMountCreate(a, g, nil) // removed since read
+	err = e.CheckMountCreate(a, OpCreate, g, nil) // removed since read
 	require.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err))
 
 	got := refusals(t, e.Store())
@@ -243,7 +243,7 @@ func TestRefusal_MountHooksAuditBoundRefusalsOnly(t *testing.T) {
 
 	// A closed session's process is refused, and that is audited too.
 	require.NoError(t, e.Store().CloseSession(a.Session))
-	err = e.CheckMount(a, ffs.target("h.txt"), &v1)
+	err = e.CheckMount(a, OpWrite, ffs.target("h.txt"), &v1)
 	require.Equal(t, provider.CodeNotObserved, provider.CodeOf(err))
 	got = refusals(t, e.Store())
 	require.Len(t, got, 3)
