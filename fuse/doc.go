@@ -22,30 +22,36 @@
 //	                   (ENOENT; left out of listings)
 //	OPEN for reading   a bound caller records present(version) of the file
 //	                   it opened: the observation an agent needs to change it
-//	OPEN for writing,  a bound caller needs a fresh observation:
-//	SETATTR size,        unseen         → EACCES
-//	UNLINK,              observed stale → ESTALE
-//	RENAME over a file   observed absent→ ENOENT
+//	OPEN for writing,  a bound caller needs a fresh observation (guard.go,
+//	SETATTR size,      the one chokepoint: guardChange / guardHandle):
+//	UNLINK, RENAME       unseen         → EACCES
+//	of or over a file,   observed stale → ESTALE
+//	WRITE, FALLOCATE,    observed absent→ ENOENT
+//	COPY_FILE_RANGE    (through a bound descriptor: the session's own
+//	                   changes since its last guarded point are its own)
 //	CREATE (absent)    allowed, unless the session saw the file present
 //	                   (someone removed what it read: ESTALE)
-//	every mutation     bumps the generation of the file identity and calls
-//	                   Engine.RecordMount (last writer, audit entry with the
-//	                   pid, and a bound session's new observation)
+//	chmod, chown,      allowed, recorded, grant nothing
+//	utimes, xattrs
+//	every mutation     calls Engine.RecordMount (last writer, audit entry
+//	                   with the pid, and a bound session's new observation)
 //
 // Read-only paths of the view refuse every mutation with EROFS; hidden paths
-// cannot be created (EACCES). Versions are computed exactly like the local
-// provider's: local.VersionOf(stat, generation) of the backing file, so the
-// token an agent gets from the socket, the token in the xattr
-// user.dsh.version on the mount and the token the guard compares are one.
+// cannot be created (EACCES). Versions name bytes and are computed by the
+// provider's local.Versioner (SHA-256 of the content; guards always hash,
+// reports may use the stat-keyed digest cache), so the token an agent gets
+// from the socket, the token in the xattr user.dsh.version on the mount and
+// the token the guard compares are one.
 //
 // # Writes and passthrough
 //
 // go-fuse's LoopbackFile can hand the kernel the backing descriptor
 // (FOPEN_PASSTHROUGH, kernel ≥ 6.9, as root). Then the kernel reads and
 // writes the backing file itself and WRITE never reaches the daemon. So no
-// guard lives in Write: the decision is taken at OPEN (and SETATTR, RENAME,
-// UNLINK), and the record of a change is made when the handle is flushed
-// (close), fsynced or released. A handle knows it changed the file from a
+// guard can live only in Write: the decision is taken at OPEN (and SETATTR,
+// RENAME, UNLINK), a bound writer's handle is direct I/O so its writes do
+// reach Write (ioModes in guard.go), and the record of a change is made
+// when the handle is flushed (close), fsynced or released. A handle knows it changed the file from a
 // dirty flag (Write without passthrough) or because the backing stat moved;
 // a passthrough handle opened for writing that never recorded anything
 // records once at release, because a same-size rewrite within one timestamp
@@ -117,15 +123,10 @@
 //     Statx report the node's own inode number, so the warning does not
 //     appear; it was harmless: go-fuse reports the node's number anyway and
 //     the kernel keys the inode by node id.
-//   - A generation is bumped only for an identity that still exists: after
-//     unlink or rename-over of a file's last name its inode number may
-//     already belong to a new file (an agent's publish), whose version a
-//     late bump would make stale behind the agent's back.
 //   - go-fuse keys nodes by (mode, ino, generation). The generation is the
-//     backing file's birth time, so a recycled inode number is a new node,
-//     and version metadata is keyed by file identity (dev, ino) with a
-//     daemon-side generation: a hard link cannot bypass a guard, and a
-//     recycled inode number never repeats a version.
+//     backing file's birth time, so a recycled inode number is a new node.
+//     Versions name bytes, so a hard link or a recycled inode number can
+//     neither bypass a guard nor repeat a stale token: only the bytes count.
 //   - ENOSYS is remembered by the kernel for the whole mount; no operation a
 //     common program needs answers it. O_TMPFILE answers EOPNOTSUPP (a
 //     nameless file cannot be guarded by path); ioctls answer ENOTTY; POSIX

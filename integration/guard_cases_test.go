@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,4 +190,45 @@ func TestBoundSession_OwnUnflushedWritesNeverMakeItStale(t *testing.T) {
 func TestGuardCases_PythonAvailable(t *testing.T) {
 	_, err := exec.LookPath("python3")
 	require.NoError(t, err, "python3 is required (make deps installs it)")
+}
+
+// TestGuardCases_PersonAndBoundWriterHoldTheSameFile: the kernel keeps one
+// I/O mode per inode, so a person's descriptor and a bound writer's
+// descriptor of one file must both open (never EIO), in either order, with
+// passthrough on and off; the guard then judges the bound writer's changes.
+func TestGuardCases_PersonAndBoundWriterHoldTheSameFile(t *testing.T) {
+	for _, args := range [][]string{nil, {"--passthrough=false"}} {
+		t.Run(fmt.Sprintf("args=%v", args), func(t *testing.T) {
+			d := startDaemon(t, daemonOptions{Args: args, Files: map[string]string{
+				"bound-first": "0123456789", "person-first": "0123456789"}})
+			g := startGuardOps(t, d)
+
+			// The bound writer opens first (direct I/O), then the person.
+			require.Equal(t, syscall.Errno(0), g.do("read", "bound-first"))
+			require.Equal(t, syscall.Errno(0), g.do("open", "bound-first"))
+			person, err := os.OpenFile(d.m("bound-first"), os.O_RDWR, 0)
+			require.NoError(t, err, "a person's open beside a bound writer's")
+			require.Equal(t, syscall.Errno(0), g.do("pwrite", "bound-first"), "nobody else wrote yet")
+			_, err = person.WriteAt([]byte("PERSON"), 0)
+			require.NoError(t, err)
+			require.NoError(t, person.Close())
+			assert.Equal(t, syscall.ESTALE, g.do("pwrite", "bound-first"), "the person wrote since the session's own write")
+			assert.Equal(t, syscall.Errno(0), g.do("close", "bound-first"))
+			assertBacking(t, d, "bound-first", "PERSON6789")
+
+			// The person opens first (passthrough where the mount allows it),
+			// then the bound writer: its descriptor joins the person's mode.
+			person, err = os.OpenFile(d.m("person-first"), os.O_RDWR, 0)
+			require.NoError(t, err)
+			defer person.Close()
+			require.Equal(t, syscall.Errno(0), g.do("read", "person-first"))
+			require.Equal(t, syscall.Errno(0), g.do("open", "person-first"), "a bound open beside a person's")
+			require.Equal(t, syscall.Errno(0), g.do("pwrite", "person-first"))
+			assert.Equal(t, syscall.Errno(0), g.do("close", "person-first"))
+			assertBacking(t, d, "person-first", "BOUND56789")
+			_, err = person.WriteAt([]byte("P"), 9)
+			require.NoError(t, err, "the person's descriptor still writes")
+			assertBacking(t, d, "person-first", "BOUND5678P")
+		})
+	}
 }

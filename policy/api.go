@@ -1,6 +1,6 @@
 // Package policy turns "read before you write" into guards. It owns the
-// observation store on Badger (sessions, observations, version generations,
-// last writers, the audit log) and the Engine: the one decide → provider call
+// observation store on Badger (sessions, observations, the content-digest
+// cache, last writers, the audit log) and the Engine: the one decide → provider call
 // → record path that the control socket and the FUSE layer both use.
 //
 // It must not know about FUSE or sockets.

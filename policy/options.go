@@ -14,7 +14,7 @@ import (
 // IndexCacheSize (4 MiB); tables below level 0 are BaseTableSize (1 MiB),
 // which bounds the buffers a compaction holds; the value log file
 // (ValueLogFileSize, 64 MiB) is memory-mapped and only its touched pages
-// count. The store adds bounded caches of flushed records and generations
+// count. The store adds bounded caches of flushed records and digests
 // (CacheEntries each, about 150 bytes per entry) plus unflushed writes.
 // Measured with dshmount serve: 17 MiB RSS idle; 144–152 MiB after 100,000
 // files were created through the mount (peak 176–194 MiB), most of the rest
@@ -47,11 +47,11 @@ type Options struct {
 	// (default 4096).
 	FlushEntries int
 	// CacheEntries bounds the records (observations, sessions, last
-	// writers) and, separately, the generations kept in memory once
+	// writers) and, separately, the cached digests kept in memory once
 	// flushed, about 150 bytes each (default 32768, about 5 MiB each).
 	// Unflushed writes are always kept.
 	CacheEntries int
-	// LeaseBandwidth is how many generation and audit sequence numbers are
+	// LeaseBandwidth is how many audit sequence numbers are
 	// reserved on disk ahead of use; a new lease is reserved in the
 	// background when half is used (default 10000).
 	LeaseBandwidth uint64

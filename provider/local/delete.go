@@ -36,9 +36,8 @@ func (fs *FS) DeleteFile(ctx context.Context, t provider.Target, expected *provi
 	return provider.DeleteOutcome{Before: basis(data, fs.maxBasis)}, nil
 }
 
-// unlink removes the probed file, bumps the generation of its identity when
-// a hard link survives (so that link gets a new version) and fsyncs the
-// directory. removed
+// unlink removes the probed file and fsyncs the directory (a surviving
+// hard link keeps its version: its bytes did not change). removed
 // tells whether the name is gone, even when the fsync then failed.
 func (fs *FS) unlink(p *probe) (removed bool, err error) {
 	dirFD := int(p.dir.Fd())
