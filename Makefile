@@ -5,7 +5,7 @@ PKGS      := ./...
 FUZZTIME  ?= 60s
 export PATH := $(PATH):/usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin
 
-.PHONY: all build test test-race test-short bench bench-go fuzz lint demo clean
+.PHONY: all build deps test test-race test-short bench bench-go fuzz lint lint-basic demo deps-demo clean
 
 all: build
 
@@ -13,8 +13,12 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/dshmount
 
-## test: vet, format check, then every test with the race detector (real FUSE mounts included)
-test: lint-basic build
+## deps: install the Debian packages the tests drive (as root; otherwise print the apt-get line)
+deps:
+	@bash scripts/deps.sh test
+
+## test: deps, vet, format check, then every test with the race detector (real FUSE mounts included)
+test: deps lint-basic build
 	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 ## test-race: alias of test (the suite always runs with -race)
@@ -51,8 +55,11 @@ lint: lint-basic
 	staticcheck $(PKGS)
 
 ## demo: mount the example workspace and show the guard at work
-demo: build
+demo: deps-demo build
 	bash scripts/demo.sh
+
+deps-demo:
+	@bash scripts/deps.sh demo
 
 clean:
 	rm -rf bin

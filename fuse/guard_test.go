@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,18 +76,15 @@ func TestGuard_LateReleaseCreditsNothingAndKeepsFreshReads(t *testing.T) {
 				require.NoError(t, f.Close()) // FLUSH records the write; the message holds RELEASE back
 
 				e.put("a.txt", "theirs\n") // out of band, in place
-				recorded := len(e.audit("a.txt"))
 				if readFirst {
 					_, err = os.ReadFile(e.m("a.txt"))
 					require.NoError(t, err)
 				}
 				require.NoError(t, unix.Close(pair[0]))
 				require.NoError(t, unix.Close(pair[1])) // the file is dropped: RELEASE
-				// A bound writer's handle is never passthrough: its writes all
-				// arrived as WRITE requests and were recorded at the FLUSH, so
-				// the release has nothing of its own to record.
-				assert.Eventually(t, func() bool { return len(e.audit("a.txt")) >= recorded },
-					time.Second, 10*time.Millisecond)
+				// A bound writer's handle is never passthrough here: its writes
+				// arrived as WRITE requests and were recorded at the FLUSH; what
+				// the release may record is not credited (checked below).
 
 				if !readFirst {
 					err = os.WriteFile(e.m("a.txt"), []byte("mine\n"), 0o644)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dshmount/dshmount/internal/proctest"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
@@ -103,6 +104,20 @@ func startChildMount(t *testing.T) (dir string, child *exec.Cmd) {
 	return dir, child
 }
 
+// hangOnStoppedDaemon stops the child daemon serving mnt (device) and
+// returns the result channel of a program blocked on the mount. SIGSTOP is
+// asynchronous, so it waits until every thread of the child is stopped;
+// the program looks up a name never used before, which no kernel cache can
+// answer; and it returns once that request is waiting on the connection.
+func hangOnStoppedDaemon(t *testing.T, child *exec.Cmd, mnt, device string) <-chan error {
+	t.Helper()
+	require.NoError(t, proctest.Stop(child.Process.Pid, time.Minute))
+	fresh := filepath.Join(mnt, fmt.Sprintf("never-looked-up-%d", time.Now().UnixNano()))
+	hung, err := proctest.Hang(device, func() error { _, err := os.Stat(fresh); return err }, time.Minute)
+	require.NoError(t, err, "a lookup on the mount of a stopped daemon must hang")
+	return hung
+}
+
 func TestAbortConnection_FreesTheMountOfADaemonThatNoLongerAnswers(t *testing.T) {
 	dir, child := startChildMount(t)
 	mnt := filepath.Join(dir, "mnt")
@@ -110,16 +125,9 @@ func TestAbortConnection_FreesTheMountOfADaemonThatNoLongerAnswers(t *testing.T)
 	require.NoError(t, err)
 	require.Regexp(t, `^0:[0-9]+$`, device, "a FUSE mount has an anonymous device")
 
-	// A stopped daemon answers nothing: a program touching the mount would
-	// hang. (A killed daemon stuck in the kernel is the same to the mount.)
-	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
-	hung := make(chan error, 1)
-	go func() { _, err := os.ReadDir(mnt); hung <- err }()
-	select {
-	case err := <-hung:
-		t.Fatalf("ReadDir on the mount of a stopped daemon returned (%v); the test does not exercise a hung mount", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	// A stopped daemon answers nothing: a program touching the mount
+	// hangs. (A killed daemon stuck in the kernel is the same to the mount.)
+	hung := hangOnStoppedDaemon(t, child, mnt, device)
 
 	require.NoError(t, AbortConnection(device))
 	select {
@@ -129,7 +137,7 @@ func TestAbortConnection_FreesTheMountOfADaemonThatNoLongerAnswers(t *testing.T)
 			"the waiting program is released with ECONNABORTED or ENOTCONN, got %v", err)
 		_, err = os.ReadDir(mnt)
 		require.ErrorIs(t, err, syscall.ENOTCONN, "the mount is dead")
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("aborting the connection did not release the waiting program")
 	}
 	require.NoError(t, CleanupStale(mnt), "an aborted mount is a dead mount")
@@ -147,20 +155,20 @@ func TestAbortConnection_FreesTheMountOfADaemonThatNoLongerAnswers(t *testing.T)
 func TestAbortMount_DetachesAHungMountAndRefusesOthers(t *testing.T) {
 	dir, child := startChildMount(t)
 	mnt := filepath.Join(dir, "mnt")
-	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
-	hung := make(chan error, 1)
-	go func() { _, err := os.ReadFile(filepath.Join(mnt, "a.txt")); hung <- err }()
+	device, err := MountDevice(mnt)
+	require.NoError(t, err)
+	hung := hangOnStoppedDaemon(t, child, mnt, device)
 
 	require.NoError(t, AbortMount(mnt))
 	select {
 	case err := <-hung:
 		require.Error(t, err, "the waiting program gets an error")
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("AbortMount did not release the waiting program")
 	}
 	assert.False(t, isMounted(t, mnt), "the mount is detached")
 
-	err := AbortMount(mnt)
+	err = AbortMount(mnt)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not a mount point")
 	err = AbortMount("/")
@@ -205,7 +213,7 @@ func TestUnmount_BusyMountIsDetachedAfterTheGracePeriod(t *testing.T) {
 	go func() { e.srv.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the serve loop did not end after the last file was closed")
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/internal/proctest"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -383,27 +385,48 @@ func verifyAfterCrash(t *testing.T, d *daemon, files []*crashFile, cycle int) {
 	assert.NotEmpty(t, log.Entries, "cycle %d: the audit log kept its entries", cycle)
 }
 
-// killHard sends SIGKILL and waits a little for the daemon to exit. It
-// reports whether the daemon is stuck instead: a killed daemon with a
-// thread blocked uninterruptibly in the kernel (dropping a cached name waits
-// for a directory lock held by a program's request that only the daemon
-// could answer) cannot exit, and its mount hangs rather than dies until
-// the next `dshmount serve` on the same state aborts the connection.
+// killHard sends SIGKILL and waits for the daemon to exit. It reports
+// whether the daemon is stuck instead: a killed daemon with a thread
+// blocked uninterruptibly in the kernel (dropping a cached name waits for a
+// directory lock held by a program's request that only the daemon could
+// answer) cannot exit, and its mount hangs rather than dies until the next
+// `dshmount serve` on the same state aborts the connection. A daemon that
+// is merely slow to exit on a busy machine is not taken for a stuck one:
+// stuck means every thread left has been blocked in the kernel (state D)
+// for stuckFor, which a dying process waiting for a CPU never is.
 func killHard(t *testing.T, d *daemon) (stuck bool) {
 	t.Helper()
+	const stuckFor = time.Second
 	if d.Client != nil {
 		d.Client.Close()
 		d.Client = nil
 	}
 	_ = d.cmd.Process.Kill()
-	select {
-	case err := <-d.exited:
-		d.exited <- err
-		return false
-	case <-time.After(5 * time.Second):
+	deadline := time.Now().Add(2 * time.Minute)
+	var blockedSince time.Time
+	for {
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		blocked, err := proctest.BlockedInKernel(d.pid())
+		require.NoError(t, err)
+		switch {
+		case !blocked:
+			blockedSince = time.Time{}
+		case blockedSince.IsZero():
+			blockedSince = time.Now()
+		case time.Since(blockedSince) >= stuckFor:
+			t.Logf("the killed daemon cannot exit: its threads have been blocked in the kernel for %v: %s", stuckFor, stuckThreads(d.pid()))
+			return true
+		}
+		if time.Now().After(deadline) {
+			states, _ := proctest.ThreadStates(d.pid())
+			t.Fatalf("the daemon neither exited nor got stuck in the kernel 2 minutes after SIGKILL; its threads: %s", proctest.FormatStates(states))
+		}
 	}
-	t.Logf("the daemon did not exit 5s after SIGKILL; its threads: %s", stuckThreads(d.pid()))
-	return true
 }
 
 // stuckThreads lists the threads of pid that are not sleeping
@@ -444,8 +467,8 @@ func TestCrash_FsyncedMountWriteKeepsItsAuditEntry(t *testing.T) {
 
 	fh, err := os.OpenFile(d.m("a.txt"), os.O_WRONLY, 0)
 	require.NoError(t, err)
-	// Whatever the open recorded is written by the store's next batch.
-	time.Sleep(200 * time.Millisecond)
+	// The audit log flushes the store before it answers: before counts
+	// whatever the open recorded.
 	before := mountEntries(t, d, "a.txt")
 	_, err = fh.WriteString("after the fsync\n")
 	require.NoError(t, err)
@@ -492,21 +515,21 @@ func TestCrash_UnmountAbortFreesAHungMount(t *testing.T) {
 	defer cancel()
 	abort := exec.CommandContext(ctx, dshBinary, "unmount", "--abort", d.Mnt)
 
-	require.NoError(t, d.cmd.Process.Signal(syscall.SIGSTOP))
+	device, err := fuse.MountDevice(d.Mnt)
+	require.NoError(t, err)
+	// SIGSTOP is asynchronous: wait until no thread of the daemon runs.
+	require.NoError(t, proctest.Stop(d.pid(), time.Minute))
 	defer func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) }()
-	hung := make(chan error, 1)
-	go func() { _, err := os.ReadFile(d.m("a.txt")); hung <- err }()
-	select {
-	case err := <-hung:
-		t.Fatalf("a read on the mount of a stopped daemon returned (%v); nothing is hung", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	// A name never looked up before: no kernel cache can answer it.
+	fresh := d.m(fmt.Sprintf("never-looked-up-%d", time.Now().UnixNano()))
+	hung, err := proctest.Hang(device, func() error { _, err := os.Stat(fresh); return err }, time.Minute)
+	require.NoError(t, err, "a lookup on the mount of a stopped daemon must hang")
 	out, err := abort.CombinedOutput()
 	require.NoError(t, err, "dshmount unmount --abort: %s", out)
 	select {
 	case err := <-hung:
 		require.Error(t, err, "the hung program gets an error")
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("unmount --abort did not release the hung program")
 	}
 	assert.False(t, mounted(d.Mnt), "the mount is detached")

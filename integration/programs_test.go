@@ -46,7 +46,7 @@ func TestPrograms_SedInPlace(t *testing.T) {
 
 func TestPrograms_PythonAtomicReplace(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatalf("python3 is required (installed by .ci/run): %v", err)
+		t.Fatalf("python3 is required (installed by make deps): %v", err)
 	}
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"data.json": "{\"v\": 1}\n"}})
 	d.sh(`python3 - <<'EOF'
@@ -72,7 +72,7 @@ func TestPrograms_VimSavesInExMode(t *testing.T) {
 	if err != nil {
 		vim, err = exec.LookPath("vim.tiny")
 	}
-	require.NoError(t, err, "vim is required (installed by .ci/run)")
+	require.NoError(t, err, "vim is required (installed by make deps)")
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"poem.txt": "roses are red\n"}})
 	// -es: silent Ex mode; the default 'backupcopy' and swap files exercise
 	// the editor's own save pattern on the mount.
@@ -148,7 +148,7 @@ func TestPrograms_ChmodTouchTruncate(t *testing.T) {
 
 func TestPrograms_Xattrs(t *testing.T) {
 	if _, err := exec.LookPath("setfattr"); err != nil {
-		t.Fatalf("setfattr is required (package attr, installed by .ci/run): %v", err)
+		t.Fatalf("setfattr is required (package attr, installed by make deps): %v", err)
 	}
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"x.txt": "x\n"}})
 	d.sh(`setfattr -n user.color -v blue x.txt`)
