@@ -32,7 +32,8 @@ type conn struct {
 	w   *bufio.Writer
 
 	smu      sync.Mutex
-	implicit policy.SessionID // opened lazily
+	implicit policy.SessionID              // opened lazily
+	opens    map[policy.SessionID]struct{} // sessions opened by session.open on this connection
 	watches  map[string]func()
 	closing  bool
 
@@ -47,6 +48,7 @@ func newConn(s *Server, nc *net.UnixConn, id uint64) *conn {
 		w:       bufio.NewWriterSize(nc, 64<<10),
 		actor:   policy.Actor{Channel: policy.ChannelSocket},
 		watches: make(map[string]func()),
+		opens:   make(map[policy.SessionID]struct{}),
 	}
 }
 
@@ -58,7 +60,11 @@ func (c *conn) serve(serverCtx context.Context) {
 	defer stop()
 
 	log := c.s.log.With("conn", c.id)
-	cred, err := peerCred(c.nc)
+	lookup := peerCred
+	if c.s.hooks.peerCred != nil {
+		lookup = c.s.hooks.peerCred
+	}
+	cred, err := lookup(c.nc)
 	if err == nil {
 		err = checkPeer(cred, c.s.uid, c.s.cfg.AllowUIDs)
 	}
@@ -206,7 +212,7 @@ func (c *conn) implicitSession() (policy.SessionID, error) {
 	if c.closing {
 		return "", errors.New("connection is closing")
 	}
-	sess, err := c.s.store.OpenSession(fmt.Sprintf("conn-%d", c.id))
+	sess, err := c.s.store.OpenOwnedSession(fmt.Sprintf("conn-%d", c.id), c.actor.UID)
 	if err != nil {
 		return "", fmt.Errorf("open the connection's session: %w", err)
 	}
@@ -226,11 +232,40 @@ func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
 		a.Session = id
 		return a, nil
 	}
-	if _, ok := c.s.store.Session(session); !ok {
-		return a, invalidParams("unknown session %s; open one with session.open", session)
+	if _, err := c.ownedSession(session); err != nil {
+		return a, err
 	}
 	a.Session = session // the Engine marks the session used
 	return a, nil
+}
+
+// opened remembers a session this connection opened with session.open.
+func (c *conn) opened(id policy.SessionID) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.opens[id] = struct{}{}
+}
+
+// holdsState reports whether the connection holds a watch or a session it
+// opened that is still open: such a connection is never closed as idle.
+func (c *conn) holdsState() bool {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if len(c.watches) > 0 {
+		return true
+	}
+	if c.implicit != "" {
+		if _, ok := c.s.store.Session(c.implicit); ok {
+			return true
+		}
+	}
+	for id := range c.opens {
+		if _, ok := c.s.store.Session(id); ok {
+			return true
+		}
+		delete(c.opens, id) // closed or collected since
+	}
+	return false
 }
 
 // addWatch registers a watch's stop function; false when closing.

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -32,6 +34,8 @@ type Config struct {
 	MaxRequestBytes int64          // bound on one request line; default DefaultMaxRequestBytes
 	Source, Mount   string         // reported by daemon.status
 	Logger          *slog.Logger   // nil: slog.Default()
+
+	hooks testHooks // in-package tests only
 }
 
 // Server serves the control socket. Create it with NewServer, run Serve, stop
@@ -66,6 +70,8 @@ type Server struct {
 type testHooks struct {
 	// beforeCommitOp runs before the commit of patch operation i (0-based).
 	beforeCommitOp func(i int)
+	// peerCred, when set, replaces the SO_PEERCRED lookup of a connection.
+	peerCred func(nc *net.UnixConn) (*unix.Ucred, error)
 }
 
 type methodCounter struct {
@@ -103,6 +109,7 @@ func NewServer(cfg Config) (*Server, error) {
 		conns:    make(map[*conn]struct{}),
 		counters: make(map[string]*methodCounter),
 		done:     make(chan struct{}),
+		hooks:    cfg.hooks,
 	}
 	s.table = s.handlers()
 	for name := range s.table {
