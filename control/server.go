@@ -32,10 +32,86 @@ type Config struct {
 	Binder          ProcessBinder  // nil: session.bind answers an error
 	AllowUIDs       []uint32       // peers allowed besides the daemon's uid and root
 	MaxRequestBytes int64          // bound on one request line; default DefaultMaxRequestBytes
-	Source, Mount   string         // reported by daemon.status
-	Logger          *slog.Logger   // nil: slog.Default()
+	// MaxPendingBytes bounds the bytes of request lines the daemon holds
+	// across all connections (arriving, queued or being served); a line
+	// that would pass it is refused and dropped. Default
+	// DefaultMaxPendingBytes; at least MaxRequestBytes.
+	MaxPendingBytes int64
+	// MaxConnections bounds concurrent connections; the next one is
+	// answered with a CodeUnavailable error line and closed. Default
+	// DefaultMaxConnections.
+	MaxConnections int
+	// MaxWatches bounds fs.watch watches across connections (each holds a
+	// descriptor). Default DefaultMaxWatches.
+	MaxWatches int
+	// MaxRequests bounds the requests served at once across connections
+	// (each may hold a few descriptors); more wait. Default
+	// DefaultMaxRequests.
+	MaxRequests int
+	// RequestTimeout bounds how long a request line may take to arrive
+	// once its first byte has, and how long a response may wait for the
+	// peer to take it; past it the connection is closed. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// IdleTimeout closes a connection that sent nothing for this long and
+	// holds no request in flight, no watch and no open session it opened.
+	// Default DefaultIdleTimeout.
+	IdleTimeout   time.Duration
+	Source, Mount string       // reported by daemon.status
+	Logger        *slog.Logger // nil: slog.Default()
 
 	hooks testHooks // in-package tests only
+}
+
+// Resource defaults of Config.
+const (
+	DefaultMaxConnections = 256
+	DefaultMaxWatches     = 256
+	DefaultMaxRequests    = 64
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultIdleTimeout    = 10 * time.Minute
+)
+
+// fdsPerRequest is the most descriptors one request holds at once (a
+// directory, the file, a temp file, with slack).
+const fdsPerRequest = 8
+
+// withDefaults fills the zero knobs.
+func (c Config) withDefaults() Config {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxPendingBytes <= 0 {
+		c.MaxPendingBytes = max(DefaultMaxPendingBytes, c.MaxRequestBytes)
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxWatches <= 0 {
+		c.MaxWatches = DefaultMaxWatches
+	}
+	if c.MaxRequests <= 0 {
+		c.MaxRequests = DefaultMaxRequests
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Descriptors returns the most file descriptors the server holds at once
+// with this configuration (defaults applied): one per connection, two per
+// watch, fdsPerRequest per request served, and the listener. The daemon
+// keeps its descriptor limit above this plus what the mount needs.
+func (c Config) Descriptors() int {
+	c = c.withDefaults()
+	return c.MaxConnections + 2*c.MaxWatches + fdsPerRequest*c.MaxRequests + 2
 }
 
 // Server serves the control socket. Create it with NewServer, run Serve, stop
@@ -54,6 +130,10 @@ type Server struct {
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup // connection goroutines
+
+	pending  *byteBudget   // bytes of request lines held, all connections
+	requests chan struct{} // a slot per request being served
+	watches  atomic.Int64  // watches open, all connections
 
 	connSeq  atomic.Uint64
 	watchSeq atomic.Uint64
@@ -92,11 +172,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("control: no policy engine configured")
 	}
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.withDefaults()
+	if cfg.MaxPendingBytes < cfg.MaxRequestBytes {
+		return nil, fmt.Errorf("control: the pending-bytes bound (%d) is below the request bound (%d); a largest request could never be accepted",
+			cfg.MaxPendingBytes, cfg.MaxRequestBytes)
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -110,6 +189,8 @@ func NewServer(cfg Config) (*Server, error) {
 		counters: make(map[string]*methodCounter),
 		done:     make(chan struct{}),
 		hooks:    cfg.hooks,
+		pending:  &byteBudget{max: cfg.MaxPendingBytes},
+		requests: make(chan struct{}, cfg.MaxRequests),
 	}
 	s.table = s.handlers()
 	for name := range s.table {
@@ -237,7 +318,8 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// newConn registers a connection, or closes it when the server is closing.
+// newConn registers a connection, or closes it when the server is closing
+// or already serves MaxConnections (after an error line saying so).
 func (s *Server) newConn(nc *net.UnixConn) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -245,10 +327,25 @@ func (s *Server) newConn(nc *net.UnixConn) *conn {
 		_ = nc.Close()
 		return nil
 	}
+	if len(s.conns) >= s.cfg.MaxConnections {
+		s.refuseBusy(nc)
+		return nil
+	}
 	c := newConn(s, nc, s.connSeq.Add(1))
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c
+}
+
+// refuseBusy answers a connection over the cap with one error line and
+// closes it; a peer that does not read cannot hold the accept loop.
+func (s *Server) refuseBusy(nc *net.UnixConn) {
+	s.log.Warn("connection refused: too many connections", "max", s.cfg.MaxConnections)
+	b := encodeResponse(nil, nil, &ErrorObject{Code: CodeUnavailable,
+		Message: fmt.Sprintf("the daemon already serves %d connections (its --max-connections); close idle connections or retry later", s.cfg.MaxConnections)})
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = nc.Write(append(b, '\n'))
+	_ = nc.Close()
 }
 
 // dropConn unregisters a finished connection.
