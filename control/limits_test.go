@@ -20,7 +20,6 @@ func (rc *rawConn) requireHungUp(tb testing.TB) {
 	require.True(tb, errors.Is(err, io.EOF), "the server must close the connection, got %v", err)
 }
 
-
 func TestConnections_OverTheCapRefusedWithAnErrorLine(t *testing.T) {
 	env := newTestEnv(t, func(c *Config) { c.MaxConnections = 2 })
 	a, b := env.raw(t), env.raw(t)
