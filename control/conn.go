@@ -28,6 +28,7 @@ type conn struct {
 	id     uint64
 	nc     *net.UnixConn
 	actor  policy.Actor // peer uid/pid; Session filled per request
+	creds  *creds       // the peer's filesystem credentials; nil: requests run as the daemon
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -76,6 +77,18 @@ func (c *conn) serve(serverCtx context.Context) {
 		log.Warn("refused peer", "err", err)
 		c.writeError(nil, &ErrorObject{Code: CodePeerRefused, Message: err.Error()})
 		return
+	}
+	if c.s.uid == 0 && cred.Uid != 0 {
+		// A root daemon serves another uid with that uid's permissions.
+		lookup := peerCreds
+		if c.s.hooks.peerCreds != nil {
+			lookup = c.s.hooks.peerCreds
+		}
+		if c.creds, err = lookup(c.nc, cred); err != nil {
+			log.Warn("refused peer", "err", err)
+			c.writeError(nil, &ErrorObject{Code: CodePeerRefused, Message: err.Error()})
+			return
+		}
 	}
 	c.actor.UID = cred.Uid
 	c.actor.PID = cred.Pid

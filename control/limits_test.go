@@ -103,13 +103,16 @@ func TestPendingBytes_SharedBudgetRefusesAndDropsTheLine(t *testing.T) {
 	hog := env.raw(t)
 	_, err := hog.c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"fs.write","params":{"path":"a","content":"` + strings.Repeat("a", 900<<10)))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return env.srv.pending.inUse() >= 800<<10 }, 10*time.Second, time.Millisecond,
+	// Every full 64 KiB fragment of the unfinished line is held and
+	// counted (the rest waits in the read buffer).
+	require.Eventually(t, func() bool { return env.srv.pending.inUse() == 14*readBufferSize }, 10*time.Second, time.Millisecond,
 		"the unfinished line is held and counted")
 
 	other := env.raw(t)
 	line := `{"jsonrpc":"2.0","id":2,"method":"fs.write","params":{"path":"b","content":"` + strings.Repeat("b", 300<<10) + `"}}`
+	before := env.srv.pending.inUse()
 	r := other.call(t, line)
-	require.NotNil(t, r.Error, "a line past the shared budget is refused")
+	require.NotNil(t, r.Error, "a line past the shared budget is refused (%d bytes held before, result %d bytes)", before, len(r.Result))
 	assert.Equal(t, CodeUnavailable, r.Error.Code)
 	assert.Contains(t, r.Error.Message, "--max-pending-bytes")
 	assert.LessOrEqual(t, env.srv.pending.inUse(), int64(budget))

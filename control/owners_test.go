@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -52,7 +53,14 @@ func (q *peerQueue) cred(nc *net.UnixConn) (*unix.Ucred, error) {
 func withPeers(q *peerQueue) func(*Config) {
 	return func(cfg *Config) {
 		cfg.AllowUIDs = append(cfg.AllowUIDs, otherUID)
+		// The temp directory holding run/ must be searchable by the peer.
+		if err := os.Chmod(filepath.Dir(filepath.Dir(cfg.SocketPath)), 0o711); err != nil {
+			panic(err)
+		}
 		cfg.hooks.peerCred = q.cred
+		cfg.hooks.peerCreds = func(_ *net.UnixConn, cred *unix.Ucred) (*creds, error) {
+			return &creds{uid: cred.Uid, gid: cred.Gid}, nil // a pretend peer has no supplementary groups
+		}
 	}
 }
 
@@ -79,6 +87,7 @@ func TestSessions_AnotherUIDCannotUseCloseBindOrListASession(t *testing.T) {
 	}
 	q := &peerQueue{}
 	env := newTestEnv(t, withPeers(q))
+	require.NoError(t, os.Chmod(env.root, 0o755), "the peer may enter the workspace")
 	env.file(t, "f.txt", "hello\n")
 	ctx := context.Background()
 	owner := env.client(t)

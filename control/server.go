@@ -123,6 +123,7 @@ type Server struct {
 	store   *policy.Store
 	fs      provider.FileSystem
 	uid     uint32
+	self    *creds // the daemon's filesystem credentials, restored after a peer's request
 	started time.Time
 	ln      *net.UnixListener
 
@@ -152,6 +153,9 @@ type testHooks struct {
 	beforeCommitOp func(i int)
 	// peerCred, when set, replaces the SO_PEERCRED lookup of a connection.
 	peerCred func(nc *net.UnixConn) (*unix.Ucred, error)
+	// peerCreds, when set, replaces the lookup of a peer's filesystem
+	// credentials.
+	peerCreds func(nc *net.UnixConn, cred *unix.Ucred) (*creds, error)
 }
 
 type methodCounter struct {
@@ -164,7 +168,8 @@ const invalidMethod = "(invalid)"
 
 // NewServer validates cfg, prepares the socket directory (0700), removes a
 // stale socket file, refuses a socket held by a live daemon and listens
-// (socket file 0600).
+// (socket file 0600). With AllowUIDs (a root daemon only) the socket is
+// opened to them: see openForAllowed.
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.SocketPath == "" {
 		return nil, errors.New("control: no socket path; pass --socket or set DSH_SOCKET")
@@ -177,7 +182,15 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("control: the pending-bytes bound (%d) is below the request bound (%d); a largest request could never be accepted",
 			cfg.MaxPendingBytes, cfg.MaxRequestBytes)
 	}
+	self, err := selfCreds()
+	if err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	if len(cfg.AllowUIDs) > 0 && self.uid != 0 {
+		return nil, fmt.Errorf("control: --allow-uid needs a daemon running as root (this one runs as uid %d): only root can serve another uid's requests with that uid's permissions", self.uid)
+	}
 	s := &Server{
+		self:     self,
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "control"),
 		engine:   cfg.Engine,
@@ -224,6 +237,13 @@ func (s *Server) listen() error {
 	if err := os.Chmod(path, 0o600); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("control: restrict socket %s to its owner: %w", path, err)
+	}
+	if len(s.cfg.AllowUIDs) > 0 {
+		if err := s.openForAllowed(); err != nil {
+			_ = ln.Close()
+			_ = os.Remove(path)
+			return err
+		}
 	}
 	s.ln = ln
 	return nil
