@@ -102,6 +102,11 @@ func (c *conn) serve(serverCtx context.Context) {
 		begun = true
 		_ = c.nc.SetReadDeadline(time.Now().Add(cfg.RequestTimeout))
 	}
+	lr.overBudget = func() {
+		c.s.count(invalidMethod, true)
+		c.writeError(nil, &ErrorObject{Code: CodeUnavailable,
+			Message: fmt.Sprintf("the daemon already holds %d bytes of unanswered requests (its --max-pending-bytes); this request is dropped unread: retry it later, or send smaller requests", cfg.MaxPendingBytes)})
+	}
 	work := make(chan frame)
 	defer close(work)
 	workers := 0
@@ -129,10 +134,7 @@ func (c *conn) serve(serverCtx context.Context) {
 				Message: fmt.Sprintf("request line exceeds %d bytes; send smaller requests (split large writes, or patch instead of writing whole files)", cfg.MaxRequestBytes)})
 			continue
 		case lineOverBudget:
-			c.s.count(invalidMethod, true)
-			c.writeError(nil, &ErrorObject{Code: CodeUnavailable,
-				Message: fmt.Sprintf("the daemon already holds %d bytes of unanswered requests (its --max-pending-bytes); this request was dropped unread: retry it later, or send smaller requests", cfg.MaxPendingBytes)})
-			continue
+			continue // answered when it was dropped
 		}
 		if len(bytes.TrimSpace(f.line)) == 0 {
 			c.s.pending.release(f.held)

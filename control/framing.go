@@ -78,6 +78,10 @@ type lineReader struct {
 	budget *byteBudget // nil: only the per-line bound
 	// began, when set, runs once the first byte of a line has arrived.
 	began func()
+	// overBudget, when set, runs the moment a line is dropped for the
+	// budget, before the rest of the line has arrived (a peer that never
+	// ends its line still hears why).
+	overBudget func()
 }
 
 func newLineReader(r io.Reader, max int64) *lineReader {
@@ -132,6 +136,9 @@ func (lr *lineReader) nextFrame() (f frame, err error) {
 		if keep && len(frag) > 0 {
 			if !lr.budget.reserve(int64(len(frag))) {
 				drop(lineOverBudget)
+				if lr.overBudget != nil {
+					lr.overBudget()
+				}
 			} else {
 				held += int64(len(frag))
 			}
