@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -151,4 +152,28 @@ func TestAllowUID_SocketOpenedToTheAllowedUIDOnly(t *testing.T) {
 	di, err := os.Stat(filepath.Dir(cfg.SocketPath))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o711), di.Mode().Perm(), "the daemon's socket directory is searchable, not listable")
+}
+
+// BenchmarkStat_PeerCredentials measures fs.stat round trips of root (the
+// daemon's own credentials) and of another uid (its own thread and
+// credentials per request).
+func BenchmarkStat_PeerCredentials(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("serving another uid's permissions needs a root daemon")
+	}
+	for _, uid := range []uint32{0, otherUID} {
+		b.Run(fmt.Sprintf("uid=%d", uid), func(b *testing.B) {
+			q := &peerQueue{}
+			env := newTestEnv(b, withPeers(q))
+			require.NoError(b, os.Chmod(env.root, 0o755))
+			env.file(b, "f.txt", "x\n")
+			c := env.clientAs(b, q, uid)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := c.Stat(ctx, StatParams{Path: "f.txt"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
