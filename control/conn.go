@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/dshmount/dshmount/policy"
 )
@@ -25,6 +28,7 @@ type conn struct {
 	id     uint64
 	nc     *net.UnixConn
 	actor  policy.Actor // peer uid/pid; Session filled per request
+	creds  *creds       // the peer's filesystem credentials; nil: requests run as the daemon
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -32,12 +36,14 @@ type conn struct {
 	w   *bufio.Writer
 
 	smu      sync.Mutex
-	implicit policy.SessionID // opened lazily
+	implicit policy.SessionID              // opened lazily
+	opens    map[policy.SessionID]struct{} // sessions opened by session.open on this connection
 	watches  map[string]func()
 	closing  bool
 
 	closeOnce sync.Once
 	inflight  sync.WaitGroup
+	busy      atomic.Int64 // requests being served
 }
 
 func newConn(s *Server, nc *net.UnixConn, id uint64) *conn {
@@ -47,6 +53,7 @@ func newConn(s *Server, nc *net.UnixConn, id uint64) *conn {
 		w:       bufio.NewWriterSize(nc, 64<<10),
 		actor:   policy.Actor{Channel: policy.ChannelSocket},
 		watches: make(map[string]func()),
+		opens:   make(map[policy.SessionID]struct{}),
 	}
 }
 
@@ -58,7 +65,11 @@ func (c *conn) serve(serverCtx context.Context) {
 	defer stop()
 
 	log := c.s.log.With("conn", c.id)
-	cred, err := peerCred(c.nc)
+	lookup := peerCred
+	if c.s.hooks.peerCred != nil {
+		lookup = c.s.hooks.peerCred
+	}
+	cred, err := lookup(c.nc)
 	if err == nil {
 		err = checkPeer(cred, c.s.uid, c.s.cfg.AllowUIDs)
 	}
@@ -67,35 +78,72 @@ func (c *conn) serve(serverCtx context.Context) {
 		c.writeError(nil, &ErrorObject{Code: CodePeerRefused, Message: err.Error()})
 		return
 	}
+	if c.s.uid == 0 && cred.Uid != 0 {
+		// A root daemon serves another uid with that uid's permissions.
+		lookup := peerCreds
+		if c.s.hooks.peerCreds != nil {
+			lookup = c.s.hooks.peerCreds
+		}
+		if c.creds, err = lookup(c.nc, cred); err != nil {
+			log.Warn("refused peer", "err", err)
+			c.writeError(nil, &ErrorObject{Code: CodePeerRefused, Message: err.Error()})
+			return
+		}
+	}
 	c.actor.UID = cred.Uid
 	c.actor.PID = cred.Pid
 	log.Debug("connection opened", "uid", cred.Uid, "pid", cred.Pid)
 
-	lr := newLineReader(c.nc, c.s.cfg.MaxRequestBytes)
-	work := make(chan []byte)
+	cfg := c.s.cfg
+	lr := newLineReader(c.nc, cfg.MaxRequestBytes)
+	lr.budget = c.s.pending
+	begun := false
+	lr.began = func() {
+		begun = true
+		_ = c.nc.SetReadDeadline(time.Now().Add(cfg.RequestTimeout))
+	}
+	lr.overBudget = func() {
+		c.s.count(invalidMethod, true)
+		c.writeError(nil, &ErrorObject{Code: CodeUnavailable,
+			Message: fmt.Sprintf("the daemon already holds %d bytes of unanswered requests (its --max-pending-bytes); this request is dropped unread: retry it later, or send smaller requests", cfg.MaxPendingBytes)})
+	}
+	work := make(chan frame)
 	defer close(work)
 	workers := 0
 	for {
-		line, tooLong, err := lr.next()
+		begun = false
+		_ = c.nc.SetReadDeadline(time.Now().Add(cfg.IdleTimeout))
+		f, err := lr.nextFrame()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if !begun && c.holdsState() {
+				continue // quiet, not idle: it holds a session, a watch or a request
+			}
+			c.timedOut(begun)
+			return
+		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Debug("read failed", "err", err)
 			}
 			return
 		}
-		if tooLong {
+		switch f.status {
+		case lineTooLong:
 			c.s.count(invalidMethod, true)
 			c.writeError(nil, &ErrorObject{Code: CodeInvalidRequest,
-				Message: fmt.Sprintf("request line exceeds %d bytes; send smaller requests (split large writes, or patch instead of writing whole files)", c.s.cfg.MaxRequestBytes)})
+				Message: fmt.Sprintf("request line exceeds %d bytes; send smaller requests (split large writes, or patch instead of writing whole files)", cfg.MaxRequestBytes)})
 			continue
+		case lineOverBudget:
+			continue // answered when it was dropped
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(f.line)) == 0 {
+			c.s.pending.release(f.held)
 			continue
 		}
 		// Hand the line to an idle worker; start one while under the bound;
 		// else wait for one (back-pressure on a pipelining client).
 		select {
-		case work <- line:
+		case work <- f:
 			continue
 		default:
 		}
@@ -105,25 +153,56 @@ func (c *conn) serve(serverCtx context.Context) {
 			go c.worker(work)
 		}
 		select {
-		case work <- line:
+		case work <- f:
 		case <-c.ctx.Done():
+			c.s.pending.release(f.held)
 			return
 		}
 	}
 }
 
+// timedOut tells the peer why its connection is closed: a request line
+// that did not finish in time, or an idle connection.
+func (c *conn) timedOut(midLine bool) {
+	cfg := c.s.cfg
+	if midLine {
+		c.s.count(invalidMethod, true)
+		c.writeError(nil, &ErrorObject{Code: CodeInvalidRequest,
+			Message: fmt.Sprintf("request line unfinished after %s; the connection is closed: send each request as one line ending in a newline", cfg.RequestTimeout)})
+		return
+	}
+	c.writeError(nil, &ErrorObject{Code: CodeUnavailable,
+		Message: fmt.Sprintf("connection idle for %s with no session it opened, no watch and no request; it is closed: reconnect when you need the daemon", cfg.IdleTimeout)})
+}
+
 // worker serves requests from work until it is closed. Workers live as long
 // as the connection, so their stacks stay grown between requests.
-func (c *conn) worker(work <-chan []byte) {
+func (c *conn) worker(work <-chan frame) {
 	defer c.inflight.Done()
-	for line := range work {
-		out, after := c.s.handleLine(c.ctx, c, line)
-		if out != nil {
-			c.writeLine(out)
-		}
-		if after != nil {
-			after()
-		}
+	for f := range work {
+		c.busy.Add(1)
+		c.serveFrame(f)
+		c.busy.Add(-1)
+	}
+}
+
+// serveFrame runs one request in one of the server's request slots and
+// releases the line's bytes once it is answered.
+func (c *conn) serveFrame(f frame) {
+	select {
+	case c.s.requests <- struct{}{}:
+	case <-c.ctx.Done():
+		c.s.pending.release(f.held)
+		return
+	}
+	out, after := c.s.handleLine(c.ctx, c, f.line)
+	<-c.s.requests
+	c.s.pending.release(f.held) // the line is decoded and served: its bytes are no longer held
+	if out != nil {
+		c.writeLine(out)
+	}
+	if after != nil {
+		after()
 	}
 }
 
@@ -163,6 +242,8 @@ func (c *conn) close() {
 func (c *conn) writeLine(b []byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	// A peer that stops taking responses cannot hold a worker forever.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.RequestTimeout))
 	_, err := c.w.Write(b)
 	if err == nil {
 		err = c.w.WriteByte('\n')
@@ -206,7 +287,7 @@ func (c *conn) implicitSession() (policy.SessionID, error) {
 	if c.closing {
 		return "", errors.New("connection is closing")
 	}
-	sess, err := c.s.store.OpenSession(fmt.Sprintf("conn-%d", c.id))
+	sess, err := c.s.store.OpenOwnedSession(fmt.Sprintf("conn-%d", c.id), c.actor.UID)
 	if err != nil {
 		return "", fmt.Errorf("open the connection's session: %w", err)
 	}
@@ -226,8 +307,8 @@ func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
 		a.Session = id
 		return a, nil
 	}
-	if _, ok := c.s.store.Session(session); !ok {
-		return a, invalidParams("unknown session %s; open one with session.open", session)
+	if _, err := c.ownedSession(session); err != nil {
+		return a, err
 	}
 	a.Session = session // the Engine marks the session used
 	return a, nil
@@ -253,6 +334,35 @@ func (c *conn) setChannel(ch policy.Channel) {
 	c.smu.Lock()
 	defer c.smu.Unlock()
 	c.actor.Channel = ch
+}
+
+// opened remembers a session this connection opened with session.open.
+func (c *conn) opened(id policy.SessionID) {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	c.opens[id] = struct{}{}
+}
+
+// holdsState reports whether the connection holds a watch or a session it
+// opened that is still open: such a connection is never closed as idle.
+func (c *conn) holdsState() bool {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if len(c.watches) > 0 || c.busy.Load() > 0 {
+		return true
+	}
+	if c.implicit != "" {
+		if _, ok := c.s.store.Session(c.implicit); ok {
+			return true
+		}
+	}
+	for id := range c.opens {
+		if _, ok := c.s.store.Session(id); ok {
+			return true
+		}
+		delete(c.opens, id) // closed or collected since
+	}
+	return false
 }
 
 // addWatch registers a watch's stop function; false when closing.

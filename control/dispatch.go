@@ -132,8 +132,26 @@ func (s *Server) malformed(line []byte) []byte {
 	return encodeResponse(id, nil, &ErrorObject{Code: CodeInvalidRequest, Message: "invalid request: a member has the wrong type"})
 }
 
-// call runs a handler, turning a panic into an internal error.
+// call runs a handler, with the peer's filesystem credentials when it has
+// its own (another uid than the daemon's), turning a panic into an
+// internal error.
 func (s *Server) call(ctx context.Context, c *conn, method string, h handler, params json.RawMessage) (result any, err error) {
+	if c.creds == nil {
+		return s.callAs(ctx, c, method, h, params)
+	}
+	if rerr := c.creds.run(s.self, func() { result, err = s.callAs(ctx, c, method, h, params) }); rerr != nil {
+		s.log.Error("run a request with the peer's credentials", "method", method, "uid", c.creds.uid, "err", rerr)
+		if err == nil && result == nil {
+			return nil, &callError{obj: ErrorObject{Code: CodeInternalError,
+				Message: fmt.Sprintf("internal error: could not take your credentials (uid %d) to serve %s", c.creds.uid, method)}}
+		}
+	}
+	return result, err
+}
+
+// callAs runs a handler on the calling thread, turning a panic into an
+// internal error.
+func (s *Server) callAs(ctx context.Context, c *conn, method string, h handler, params json.RawMessage) (result any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("request panicked", "method", method, "panic", r, "stack", string(debug.Stack()))

@@ -22,8 +22,20 @@
 //
 // The socket file is 0600 inside a 0700 directory, and every peer is checked
 // with SO_PEERCRED: the daemon's own uid and root are allowed, plus
-// Config.AllowUIDs. Request lines are bounded (Config.MaxRequestBytes) and
-// read without buffering an oversize line whole. A panic in one request is
+// Config.AllowUIDs (a root daemon only; the socket is then opened to them
+// and their reach checked at start). A root daemon runs the requests of any
+// other uid on an OS thread of its own carrying that uid's fsuid, fsgid and
+// groups (creds.go), so the kernel grants it over the socket exactly what
+// it would on the mount. Sessions belong to the uid that opened them
+// (owners.go): another non-root uid cannot use, bind, close or list them,
+// and session.bind binds only the caller's own processes.
+//
+// Resources are bounded (Config): connections, watches, requests served at
+// once, the bytes of request lines held across all connections, the time a
+// line may take to arrive, and idle connections. Config.Descriptors is the
+// most descriptors the socket holds, so the daemon can keep the rest for
+// the mount. Request lines are bounded (Config.MaxRequestBytes) and read
+// without buffering an oversize line whole. A panic in one request is
 // recovered, logged and answered; the daemon and the connection go on.
 //
 // The package must not know about FUSE: the mount and the socket meet only

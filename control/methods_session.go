@@ -26,11 +26,12 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 	if strings.ContainsRune(p.Name, 0) {
 		return nil, invalidParams("session name contains a NUL byte")
 	}
-	sess, err := s.store.OpenSession(p.Name)
+	sess, err := s.store.OpenOwnedSession(p.Name, c.actor.UID)
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	s.log.Info("session opened", "session", sess.ID, "name", p.Name)
+	c.opened(sess.ID)
+	s.log.Info("session opened", "session", sess.ID, "name", p.Name, "owner", sess.Owner)
 	return SessionOpenResult{Session: sess.ID}, nil
 }
 
@@ -46,8 +47,8 @@ func (s *Server) sessionClose(_ context.Context, c *conn, params json.RawMessage
 	if err := sessionParam(p.Session); err != nil {
 		return nil, err
 	}
-	if _, ok := s.store.Session(p.Session); !ok {
-		return nil, invalidParams("unknown session %s; open one with session.open", p.Session)
+	if _, err := c.ownedSession(p.Session); err != nil {
+		return nil, err
 	}
 	if err := s.store.CloseSession(p.Session); err != nil {
 		return nil, fmt.Errorf("close session %s: %w", p.Session, err)
@@ -63,7 +64,7 @@ func (s *Server) sessionClose(_ context.Context, c *conn, params json.RawMessage
 
 // sessionBind makes a pid and its descendants act for a session on the
 // mount.
-func (s *Server) sessionBind(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) sessionBind(_ context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p SessionBindParams
 	if err := decodeParams(MethodSessionBind, params, &p); err != nil {
 		return nil, err
@@ -77,14 +78,14 @@ func (s *Server) sessionBind(_ context.Context, _ *conn, params json.RawMessage)
 	if p.PID <= 0 {
 		return nil, invalidParams("session.bind needs a positive pid, not %d", p.PID)
 	}
-	if _, ok := s.store.Session(p.Session); !ok {
-		return nil, invalidParams("unknown session %s; open one with session.open", p.Session)
+	if _, err := c.ownedSession(p.Session); err != nil {
+		return nil, err
 	}
 	if s.cfg.Binder == nil {
 		return nil, &callError{obj: ErrorObject{Code: CodeUnavailable,
 			Message: "this daemon serves no mount, so processes cannot be bound; use the socket methods instead"}}
 	}
-	if err := s.cfg.Binder.Bind(p.Session, p.PID); err != nil {
+	if err := s.bindOwned(c.actor.UID, p.Session, p.PID); err != nil {
 		return nil, fmt.Errorf("bind pid %d to session %s: %w", p.PID, p.Session, err)
 	}
 	s.store.Touch(p.Session)
@@ -93,7 +94,7 @@ func (s *Server) sessionBind(_ context.Context, _ *conn, params json.RawMessage)
 }
 
 // status reports the daemon's state and counters.
-func (s *Server) status(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) status(_ context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p Empty
 	if err := decodeParams(MethodStatus, params, &p); err != nil {
 		return nil, err
@@ -107,7 +108,10 @@ func (s *Server) status(_ context.Context, _ *conn, params json.RawMessage) (any
 		Counters:      make(map[string]MethodCounters, len(s.counters)),
 	}
 	for _, sess := range s.store.Sessions() {
-		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Opened: sess.Opened, LastUsed: sess.LastUsed})
+		if !s.mayUse(c.actor.UID, sess) {
+			continue // another uid's session: not listed
+		}
+		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Owner: sess.Owner, Opened: sess.Opened, LastUsed: sess.LastUsed})
 	}
 	for name, mc := range s.counters {
 		res.Counters[name] = MethodCounters{Requests: mc.requests.Load(), Errors: mc.errors.Load()}

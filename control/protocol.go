@@ -391,6 +391,7 @@ type LogResult struct {
 type SessionInfo struct {
 	ID       policy.SessionID `json:"id"`
 	Name     string           `json:"name,omitempty"`
+	Owner    uint32           `json:"owner"` // uid that opened it
 	Opened   time.Time        `json:"opened"`
 	LastUsed time.Time        `json:"lastUsed"`
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -30,8 +32,86 @@ type Config struct {
 	Binder          ProcessBinder  // nil: session.bind answers an error
 	AllowUIDs       []uint32       // peers allowed besides the daemon's uid and root
 	MaxRequestBytes int64          // bound on one request line; default DefaultMaxRequestBytes
-	Source, Mount   string         // reported by daemon.status
-	Logger          *slog.Logger   // nil: slog.Default()
+	// MaxPendingBytes bounds the bytes of request lines the daemon holds
+	// across all connections (arriving, queued or being served); a line
+	// that would pass it is refused and dropped. Default
+	// DefaultMaxPendingBytes; at least MaxRequestBytes.
+	MaxPendingBytes int64
+	// MaxConnections bounds concurrent connections; the next one is
+	// answered with a CodeUnavailable error line and closed. Default
+	// DefaultMaxConnections.
+	MaxConnections int
+	// MaxWatches bounds fs.watch watches across connections (each holds a
+	// descriptor). Default DefaultMaxWatches.
+	MaxWatches int
+	// MaxRequests bounds the requests served at once across connections
+	// (each may hold a few descriptors); more wait. Default
+	// DefaultMaxRequests.
+	MaxRequests int
+	// RequestTimeout bounds how long a request line may take to arrive
+	// once its first byte has, and how long a response may wait for the
+	// peer to take it; past it the connection is closed. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// IdleTimeout closes a connection that sent nothing for this long and
+	// holds no request in flight, no watch and no open session it opened.
+	// Default DefaultIdleTimeout.
+	IdleTimeout   time.Duration
+	Source, Mount string       // reported by daemon.status
+	Logger        *slog.Logger // nil: slog.Default()
+
+	hooks testHooks // in-package tests only
+}
+
+// Resource defaults of Config.
+const (
+	DefaultMaxConnections = 256
+	DefaultMaxWatches     = 256
+	DefaultMaxRequests    = 64
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultIdleTimeout    = 10 * time.Minute
+)
+
+// fdsPerRequest is the most descriptors one request holds at once (a
+// directory, the file, a temp file, with slack).
+const fdsPerRequest = 8
+
+// withDefaults fills the zero knobs.
+func (c Config) withDefaults() Config {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxPendingBytes <= 0 {
+		c.MaxPendingBytes = max(DefaultMaxPendingBytes, c.MaxRequestBytes)
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxWatches <= 0 {
+		c.MaxWatches = DefaultMaxWatches
+	}
+	if c.MaxRequests <= 0 {
+		c.MaxRequests = DefaultMaxRequests
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Descriptors returns the most file descriptors the server holds at once
+// with this configuration (defaults applied): one per connection, two per
+// watch, fdsPerRequest per request served, and the listener. The daemon
+// keeps its descriptor limit above this plus what the mount needs.
+func (c Config) Descriptors() int {
+	c = c.withDefaults()
+	return c.MaxConnections + 2*c.MaxWatches + fdsPerRequest*c.MaxRequests + 2
 }
 
 // Server serves the control socket. Create it with NewServer, run Serve, stop
@@ -43,6 +123,7 @@ type Server struct {
 	store   *policy.Store
 	fs      provider.FileSystem
 	uid     uint32
+	self    *creds // the daemon's filesystem credentials, restored after a peer's request
 	started time.Time
 	ln      *net.UnixListener
 
@@ -50,6 +131,10 @@ type Server struct {
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup // connection goroutines
+
+	pending  *byteBudget   // bytes of request lines held, all connections
+	requests chan struct{} // a slot per request being served
+	watches  atomic.Int64  // watches open, all connections
 
 	connSeq  atomic.Uint64
 	watchSeq atomic.Uint64
@@ -66,6 +151,11 @@ type Server struct {
 type testHooks struct {
 	// beforeCommitOp runs before the commit of patch operation i (0-based).
 	beforeCommitOp func(i int)
+	// peerCred, when set, replaces the SO_PEERCRED lookup of a connection.
+	peerCred func(nc *net.UnixConn) (*unix.Ucred, error)
+	// peerCreds, when set, replaces the lookup of a peer's filesystem
+	// credentials.
+	peerCreds func(nc *net.UnixConn, cred *unix.Ucred) (*creds, error)
 }
 
 type methodCounter struct {
@@ -78,7 +168,8 @@ const invalidMethod = "(invalid)"
 
 // NewServer validates cfg, prepares the socket directory (0700), removes a
 // stale socket file, refuses a socket held by a live daemon and listens
-// (socket file 0600).
+// (socket file 0600). With AllowUIDs (a root daemon only) the socket is
+// opened to them: see openForAllowed.
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.SocketPath == "" {
 		return nil, errors.New("control: no socket path; pass --socket or set DSH_SOCKET")
@@ -86,13 +177,20 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("control: no policy engine configured")
 	}
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	cfg = cfg.withDefaults()
+	if cfg.MaxPendingBytes < cfg.MaxRequestBytes {
+		return nil, fmt.Errorf("control: the pending-bytes bound (%d) is below the request bound (%d); a largest request could never be accepted",
+			cfg.MaxPendingBytes, cfg.MaxRequestBytes)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	self, err := selfCreds()
+	if err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	if len(cfg.AllowUIDs) > 0 && self.uid != 0 {
+		return nil, fmt.Errorf("control: --allow-uid needs a daemon running as root (this one runs as uid %d): only root can serve another uid's requests with that uid's permissions", self.uid)
 	}
 	s := &Server{
+		self:     self,
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "control"),
 		engine:   cfg.Engine,
@@ -103,6 +201,9 @@ func NewServer(cfg Config) (*Server, error) {
 		conns:    make(map[*conn]struct{}),
 		counters: make(map[string]*methodCounter),
 		done:     make(chan struct{}),
+		hooks:    cfg.hooks,
+		pending:  &byteBudget{max: cfg.MaxPendingBytes},
+		requests: make(chan struct{}, cfg.MaxRequests),
 	}
 	s.table = s.handlers()
 	for name := range s.table {
@@ -136,6 +237,13 @@ func (s *Server) listen() error {
 	if err := os.Chmod(path, 0o600); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("control: restrict socket %s to its owner: %w", path, err)
+	}
+	if len(s.cfg.AllowUIDs) > 0 {
+		if err := s.openForAllowed(); err != nil {
+			_ = ln.Close()
+			_ = os.Remove(path)
+			return err
+		}
 	}
 	s.ln = ln
 	return nil
@@ -230,7 +338,8 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// newConn registers a connection, or closes it when the server is closing.
+// newConn registers a connection, or closes it when the server is closing
+// or already serves MaxConnections (after an error line saying so).
 func (s *Server) newConn(nc *net.UnixConn) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -238,10 +347,25 @@ func (s *Server) newConn(nc *net.UnixConn) *conn {
 		_ = nc.Close()
 		return nil
 	}
+	if len(s.conns) >= s.cfg.MaxConnections {
+		s.refuseBusy(nc)
+		return nil
+	}
 	c := newConn(s, nc, s.connSeq.Add(1))
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	return c
+}
+
+// refuseBusy answers a connection over the cap with one error line and
+// closes it; a peer that does not read cannot hold the accept loop.
+func (s *Server) refuseBusy(nc *net.UnixConn) {
+	s.log.Warn("connection refused: too many connections", "max", s.cfg.MaxConnections)
+	b := encodeResponse(nil, nil, &ErrorObject{Code: CodeUnavailable,
+		Message: fmt.Sprintf("the daemon already serves %d connections (its --max-connections); close idle connections or retry later", s.cfg.MaxConnections)})
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = nc.Write(append(b, '\n'))
+	_ = nc.Close()
 }
 
 // dropConn unregisters a finished connection.

@@ -21,8 +21,9 @@ type watchState struct {
 	mu   sync.Mutex
 	errs []string // watcher failures not yet reported
 
-	once   sync.Once
-	closer interface{ Close() error }
+	once    sync.Once
+	closer  interface{ Close() error }
+	release func() // gives the watch's slot back
 }
 
 // watch starts watching a file or directory; notifications begin once the
@@ -36,14 +37,21 @@ func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
+	if s.watches.Add(1) > int64(s.cfg.MaxWatches) {
+		s.watches.Add(-1)
+		return nil, &callError{obj: ErrorObject{Code: CodeUnavailable,
+			Message: fmt.Sprintf("the daemon already runs %d watches (its limit); unwatch one or watch a common parent directory instead", s.cfg.MaxWatches)}}
+	}
 	w := &watchState{
-		id:     fmt.Sprintf("w%d", s.watchSeq.Add(1)),
-		target: t,
-		signal: make(chan struct{}, 1),
-		stopCh: make(chan struct{}),
+		release: func() { s.watches.Add(-1) },
+		id:      fmt.Sprintf("w%d", s.watchSeq.Add(1)),
+		target:  t,
+		signal:  make(chan struct{}, 1),
+		stopCh:  make(chan struct{}),
 	}
 	closer, err := s.fs.Watch(c.ctx, t, w.changed)
 	if err != nil {
+		w.stop()
 		return nil, fmt.Errorf("watch %s: %w", t.DisplayPath, err)
 	}
 	w.closer = closer
@@ -79,6 +87,7 @@ func (w *watchState) stop() {
 		if w.closer != nil {
 			_ = w.closer.Close()
 		}
+		w.release()
 	})
 }
 

@@ -90,6 +90,8 @@ type daemonOptions struct {
 	// mount would hang at exec (closing them flushes to the dead daemon);
 	// one forked earlier does not hold them.
 	Gated bool
+	// Binary runs this dshmount binary instead of the -race one.
+	Binary string
 }
 
 // daemonDirs are the directories of a daemon, kept across restarts.
@@ -119,7 +121,11 @@ func startDaemon(t *testing.T, opts daemonOptions) *daemon {
 	require.NoError(t, err)
 	args := append([]string{"serve", "--state", d.State, "--socket", d.Socket}, opts.Args...)
 	args = append(args, d.Src, d.Mnt)
-	d.cmd = exec.Command(dshBinary, args...)
+	bin := dshBinary
+	if opts.Binary != "" {
+		bin = opts.Binary
+	}
+	d.cmd = exec.Command(bin, args...)
 	if opts.Gated {
 		d.cmd = exec.Command("/bin/sh", append([]string{"-c", `read -r _ && exec "$0" "$@"`, dshBinary}, args...)...)
 		if d.gate, err = d.cmd.StdinPipe(); err != nil {

@@ -62,6 +62,7 @@ func Absent() Observation { return Observation{Kind: ObservedAbsent} }
 type Session struct {
 	ID       SessionID
 	Name     string
+	Owner    uint32 // uid that opened it; only it, root and the daemon's uid may act on it
 	Opened   time.Time
 	LastUsed time.Time
 }

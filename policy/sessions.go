@@ -26,18 +26,22 @@ type sessionState struct {
 	closed    bool
 	id        SessionID
 	name      string
+	owner     uint32 // uid that opened it
 	opened    time.Time
 	lastUsed  atomic.Int64 // unix nanoseconds
 	persisted atomic.Int64 // lastUsed as last written
 }
 
 func (st *sessionState) snapshot() Session {
-	return Session{ID: st.id, Name: st.name, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
+	return Session{ID: st.id, Name: st.name, Owner: st.owner, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
 }
 
 // sessionRecord is the persisted form of a session.
 type sessionRecord struct {
-	Name     string    `json:"name"`
+	Name string `json:"name"`
+	// Owner is the uid that opened the session; records written before
+	// sessions had owners read as 0 (root).
+	Owner    uint32    `json:"owner"`
 	Opened   time.Time `json:"opened"`
 	LastUsed time.Time `json:"lastUsed"`
 }
@@ -50,8 +54,15 @@ func newSessionID() (SessionID, error) {
 	return SessionID("s-" + hex.EncodeToString(b[:])), nil
 }
 
-// OpenSession opens a new session with an optional name and a random ID.
+// OpenSession opens a new session owned by root (uid 0) with an optional
+// name and a random ID.
 func (s *Store) OpenSession(name string) (Session, error) {
+	return s.OpenOwnedSession(name, 0)
+}
+
+// OpenOwnedSession opens a new session owned by uid owner, with an optional
+// name and a random ID. The owner is persisted with the session.
+func (s *Store) OpenOwnedSession(name string, owner uint32) (Session, error) {
 	if s.closed.Load() {
 		return Session{}, ErrClosed
 	}
@@ -60,7 +71,7 @@ func (s *Store) OpenSession(name string) (Session, error) {
 		return Session{}, err
 	}
 	now := s.opts.Now()
-	st := &sessionState{id: id, name: name, opened: now}
+	st := &sessionState{id: id, name: name, owner: owner, opened: now}
 	st.lastUsed.Store(now.UnixNano())
 	st.persisted.Store(now.UnixNano())
 	s.sessMu.Lock()
@@ -73,7 +84,7 @@ func (s *Store) OpenSession(name string) (Session, error) {
 }
 
 func (s *Store) persistSession(st *sessionState) error {
-	rec := sessionRecord{Name: st.name, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
+	rec := sessionRecord{Name: st.name, Owner: st.owner, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode session %s: %w", st.id, err)
@@ -227,7 +238,7 @@ func (s *Store) loadSessions() error {
 			if err := item.Value(func(b []byte) error { return json.Unmarshal(b, &rec) }); err != nil {
 				return fmt.Errorf("load session %s: %w", id, err)
 			}
-			st := &sessionState{id: id, name: rec.Name, opened: rec.Opened}
+			st := &sessionState{id: id, name: rec.Name, owner: rec.Owner, opened: rec.Opened}
 			st.lastUsed.Store(rec.LastUsed.UnixNano())
 			st.persisted.Store(rec.LastUsed.UnixNano())
 			s.sessions[id] = st

@@ -266,3 +266,23 @@ func TestCache_SmallCacheNeverServesOlderValues(t *testing.T) {
 		assert.Equal(t, version(writes), obs.Version)
 	}
 }
+
+func TestSessions_OwnerIsPersisted(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, quietOptions())
+	owned, err := s.OpenOwnedSession("agent", 65534)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(65534), owned.Owner)
+	rootOwned, err := s.OpenSession("plain")
+	require.NoError(t, err)
+	assert.Equal(t, uint32(0), rootOwned.Owner, "OpenSession opens a root-owned session")
+	require.NoError(t, s.Close())
+
+	r := openStore(t, dir, quietOptions())
+	got, ok := r.Session(owned.ID)
+	require.True(t, ok, "the session survives a restart")
+	assert.Equal(t, uint32(65534), got.Owner, "the owner survives a restart")
+	got, ok = r.Session(rootOwned.ID)
+	require.True(t, ok)
+	assert.Equal(t, uint32(0), got.Owner)
+}

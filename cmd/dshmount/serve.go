@@ -82,8 +82,22 @@ func runServe(ctx context.Context, args []string, sio stdio) int {
 // ends or the mount goes away. The socket is created only once the mount is
 // live, so a daemon that answers daemon.status has a working mount.
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) (err error) {
+	ctlCfg := control.Config{
+		SocketPath: cfg.Socket, AllowUIDs: cfg.AllowUIDs,
+		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
+		MaxConnections: cfg.MaxConnections, MaxPendingBytes: cfg.MaxPendingBytes,
+		RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.IdleTimeout,
+	}
+	fds, err := raiseDescriptorLimit(ctlCfg, log)
+	if err != nil {
+		return err
+	}
+	log.Debug("descriptor limit", "limit", fds, "socket", ctlCfg.Descriptors(), "kept for the mount", fds-uint64(ctlCfg.Descriptors()))
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
+	}
+	if err := openStateDirForAllowed(cfg); err != nil {
+		return err
 	}
 	store, err := policy.Open(filepath.Join(cfg.StateDir, "db"), policy.DefaultOptions().WithLogger(log.With("component", "policy")))
 	if err != nil {
@@ -129,10 +143,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}
 
-	srv, err := control.NewServer(control.Config{
-		SocketPath: cfg.Socket, Engine: engine, Binder: bindNotifier{registry, mnt}, AllowUIDs: cfg.AllowUIDs,
-		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
-	})
+	ctlCfg.Engine, ctlCfg.Binder = engine, bindNotifier{registry, mnt}
+	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
 		unmount()
 		return fmt.Errorf("control socket: %w", err)

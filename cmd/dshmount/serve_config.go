@@ -50,6 +50,15 @@ type serveConfig struct {
 	// a cgroup v2 of its own where the hierarchy is writable; false binds
 	// by the parent chain only.
 	BindCgroups bool
+	// MaxConnections bounds concurrent control connections (0: default).
+	MaxConnections int
+	// MaxPendingBytes bounds the request bytes held across connections
+	// (0: default).
+	MaxPendingBytes int64
+	// RequestTimeout bounds how long a begun request line may take.
+	RequestTimeout time.Duration
+	// IdleTimeout closes connections that hold nothing after this long.
+	IdleTimeout time.Duration
 }
 
 // defaultGrace is the shutdown grace period.
@@ -120,6 +129,18 @@ by the mode bits alone, so a file with an ACL is checked by its group-class
 bits (the ACL mask) and its named-user and named-group entries are ignored;
 do not rely on ACLs to restrict other users on the mount.
 
+The control socket serves the daemon's uid and root. --allow-uid UID (a
+root daemon only) also serves UID: its requests run with UID's own
+permissions (it gets over the socket what the mount gives it, no more),
+it sees and uses only the sessions it opened, and binds only its own
+processes. The socket is then opened to it (0666, its directory
+searchable); serve refuses to start if UID cannot reach it.
+
+The socket's resources are bounded: --max-connections, --max-pending-bytes,
+--request-timeout and --idle-timeout below. The descriptor limit is raised
+to its hard limit at start, and serve refuses to start unless it leaves
+1024 descriptors for the mount beyond what the socket may hold.
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -129,7 +150,9 @@ Flags:
 	fs.Var(stringsFlag{&cfg.Hide}, "hide", "glob of paths that do not exist in the view (repeatable)")
 	fs.Var(stringsFlag{&cfg.ReadOnly}, "read-only", "glob of paths that cannot change (repeatable)")
 	fs.BoolVar(&cfg.AllowOther, "allow-other", false, "let other users use the mount: needed for several users, or root running tools that switch uid (default_permissions is always on)")
-	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable)")
+	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable; root daemon only). "+
+		"Its requests run with its own permissions and it sees only its own sessions; the socket is opened to it (0666, its directory searchable), "+
+		"and serve refuses to start if it cannot reach the socket (pass a --socket it can reach)")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
 	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches names")
 	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
@@ -141,12 +164,33 @@ Flags:
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", control.DefaultMaxRequestBytes,
 		"largest control request line the daemon accepts, in bytes (longer lines are refused without being buffered)")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", control.DefaultMaxConnections,
+		"most control connections served at once; the next is answered with an error and closed")
+	fs.Int64Var(&cfg.MaxPendingBytes, "max-pending-bytes", control.DefaultMaxPendingBytes,
+		"most bytes of unanswered request lines the daemon holds across all connections; a line past it is refused and dropped (at least --max-request-bytes)")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", control.DefaultRequestTimeout,
+		"how long a request line may take to arrive once begun (and a response to be taken) before the connection is closed")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", control.DefaultIdleTimeout,
+		"close a connection that sent nothing for this long and holds no session it opened, no watch and no request")
 	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		return serveConfig{}, fmt.Errorf("--max-request-bytes must be positive, not %d", cfg.MaxRequestBytes)
+	}
+	switch {
+	case cfg.MaxConnections <= 0:
+		return serveConfig{}, fmt.Errorf("--max-connections must be positive, not %d", cfg.MaxConnections)
+	case cfg.MaxPendingBytes < cfg.MaxRequestBytes:
+		return serveConfig{}, fmt.Errorf("--max-pending-bytes (%d) must be at least --max-request-bytes (%d)", cfg.MaxPendingBytes, cfg.MaxRequestBytes)
+	case cfg.RequestTimeout <= 0:
+		return serveConfig{}, fmt.Errorf("--request-timeout must be positive, not %s", cfg.RequestTimeout)
+	case cfg.IdleTimeout <= 0:
+		return serveConfig{}, fmt.Errorf("--idle-timeout must be positive, not %s", cfg.IdleTimeout)
+	}
+	if err := checkAllowUIDs(os.Geteuid(), cfg.AllowUIDs); err != nil {
+		return serveConfig{}, err
 	}
 	switch *durability {
 	case "fsync":

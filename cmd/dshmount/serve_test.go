@@ -190,3 +190,44 @@ func TestServe_HelpSaysWhenAllowOtherIsNeeded(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 }
+
+func TestServeConfig_AllowUIDNeedsARootDaemon(t *testing.T) {
+	err := checkAllowUIDs(1000, []uint32{65534})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--allow-uid needs a daemon running as root")
+	assert.Contains(t, err.Error(), "uid 1000")
+	assert.NoError(t, checkAllowUIDs(0, []uint32{65534}), "a root daemon may allow another uid")
+	assert.NoError(t, checkAllowUIDs(1000, nil), "without --allow-uid any daemon starts")
+}
+
+func TestServeConfig_SocketLimitFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := parseServeArgs([]string{"--max-connections", "8", "--max-pending-bytes", "1000000", "--max-request-bytes", "1000",
+		"--request-timeout", "2s", "--idle-timeout", "1m", dir, dir}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 8, cfg.MaxConnections)
+	assert.Equal(t, int64(1000000), cfg.MaxPendingBytes)
+	assert.Equal(t, 2*time.Second, cfg.RequestTimeout)
+	assert.Equal(t, time.Minute, cfg.IdleTimeout)
+
+	for _, bad := range [][]string{
+		{"--max-connections", "0"},
+		{"--max-pending-bytes", "10", "--max-request-bytes", "20"},
+		{"--request-timeout", "0s"},
+		{"--idle-timeout", "-1s"},
+	} {
+		_, err := parseServeArgs(append(bad, dir, dir), io.Discard)
+		assert.Error(t, err, "%v", bad)
+	}
+}
+
+func TestServeConfig_DescriptorBudgetKeepsTheMountsShare(t *testing.T) {
+	cfg := control.Config{MaxConnections: 100}
+	need := uint64(cfg.Descriptors()) + mountDescriptors
+	require.NoError(t, descriptorBudget(need, cfg))
+	err := descriptorBudget(need-1, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--max-connections")
+	assert.Contains(t, err.Error(), "kept for the mount")
+	assert.Greater(t, cfg.Descriptors(), 100, "each connection costs a descriptor")
+}

@@ -2,6 +2,9 @@ package local
 
 import (
 	"context"
+	"errors"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
 )
@@ -42,6 +45,9 @@ func (fs *FS) MoveFile(ctx context.Context, src, dst provider.Target, opts provi
 	}
 	defer sp.close()
 	if err := fs.requireSource(sp, opts.ExpectedSource); err != nil {
+		return out, err
+	}
+	if err := requireRemovable(sp); err != nil {
 		return out, err
 	}
 	dp, err := fs.probeTarget(op, dst)
@@ -114,4 +120,19 @@ func (fs *FS) MoveFile(ctx context.Context, src, dst provider.Target, opts provi
 	}
 	out.SourceDeleted = true
 	return out, nil
+}
+
+// requireRemovable refuses a move whose source the caller could not remove
+// (no write and search permission on its directory, checked against the
+// calling thread's filesystem credentials), before anything is published:
+// the outcome a rename would have.
+func requireRemovable(sp *probe) error {
+	if sp.dir == nil {
+		return nil
+	}
+	err := unix.Faccessat2(int(sp.dir.Fd()), "", unix.W_OK|unix.X_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
+		return ioFailure(sp.op, sp.disp, pathErr("faccessat2", sp.dirRel, err))
+	}
+	return nil // ENOSYS and the like: the removal itself decides
 }

@@ -1,0 +1,159 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireHungUp checks that the server closed the raw connection.
+func (rc *rawConn) requireHungUp(tb testing.TB) {
+	tb.Helper()
+	require.NoError(tb, rc.c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err := rc.r.ReadByte()
+	require.True(tb, errors.Is(err, io.EOF), "the server must close the connection, got %v", err)
+}
+
+func TestConnections_OverTheCapRefusedWithAnErrorLine(t *testing.T) {
+	env := newTestEnv(t, func(c *Config) { c.MaxConnections = 2 })
+	a, b := env.raw(t), env.raw(t)
+	require.Nil(t, a.call(t, statusLine).Error)
+	require.Nil(t, b.call(t, statusLine).Error)
+
+	over := env.raw(t)
+	r := over.recv(t)
+	require.NotNil(t, r.Error, "the third connection is refused")
+	assert.Equal(t, CodeUnavailable, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "2 connections")
+	assert.Contains(t, r.Error.Message, "--max-connections")
+	over.requireHungUp(t)
+
+	require.NoError(t, a.c.Close())
+	require.Eventually(t, func() bool { return env.srv.connCount() < 2 }, 10*time.Second, time.Millisecond)
+	again := env.raw(t)
+	assert.Nil(t, again.call(t, statusLine).Error, "a slot freed is usable again")
+	assert.Nil(t, b.call(t, statusLine).Error)
+}
+
+func TestRequestLine_UnfinishedLineTimesOut(t *testing.T) {
+	env := newTestEnv(t, func(c *Config) { c.RequestTimeout = 100 * time.Millisecond })
+	rc := env.raw(t)
+	_, err := rc.c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"fs.re`))
+	require.NoError(t, err)
+	r := rc.recv(t)
+	require.NotNil(t, r.Error, "an unfinished line is answered with an error")
+	assert.Equal(t, CodeInvalidRequest, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "unfinished after 100ms")
+	rc.requireHungUp(t)
+	require.Eventually(t, func() bool { return env.srv.connCount() == 0 }, 10*time.Second, time.Millisecond)
+}
+
+func TestIdle_ConnectionsWithoutStateAreClosedQuietWatchersAreNot(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	env := newTestEnv(t, func(c *Config) { c.IdleTimeout = idle })
+	env.file(t, "f.txt", "x\n")
+
+	watcher := env.raw(t)
+	r := watcher.call(t, `{"jsonrpc":"2.0","id":1,"method":"fs.watch","params":{"path":"f.txt"}}`)
+	require.Nil(t, r.Error)
+	opener := env.raw(t)
+	r = opener.call(t, `{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"name":"mcp"}}`)
+	require.Nil(t, r.Error)
+	bystander := env.raw(t)
+	require.Nil(t, bystander.call(t, statusLine).Error)
+
+	r = bystander.recv(t)
+	require.NotNil(t, r.Error, "a connection that holds nothing is closed when idle")
+	assert.Equal(t, CodeUnavailable, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "idle for 100ms")
+	bystander.requireHungUp(t)
+
+	time.Sleep(5 * idle) // several idle periods with nothing sent
+	assert.Nil(t, watcher.call(t, statusLine).Error, "a quiet watch connection is not idle")
+	assert.Nil(t, opener.call(t, statusLine).Error, "a connection holding the session it opened is not idle")
+	assert.Equal(t, 2, env.srv.connCount())
+}
+
+func TestWatches_CapRefusesTheNextWatch(t *testing.T) {
+	env := newTestEnv(t, func(c *Config) { c.MaxWatches = 1 })
+	env.file(t, "f.txt", "x\n")
+	ctx := context.Background()
+	cl := env.client(t)
+	w, err := cl.Watch(ctx, WatchParams{Path: "f.txt"})
+	require.NoError(t, err)
+	_, err = cl.Watch(ctx, WatchParams{Path: "f.txt"})
+	var re *RPCError
+	require.ErrorAs(t, err, &re, "the second watch is refused")
+	assert.Equal(t, CodeUnavailable, re.RPCCode)
+	require.NoError(t, w.Close(ctx))
+	w2, err := cl.Watch(ctx, WatchParams{Path: "f.txt"})
+	require.NoError(t, err, "an unwatched slot is free again")
+	require.NoError(t, w2.Close(ctx))
+}
+
+func TestPendingBytes_SharedBudgetRefusesAndDropsTheLine(t *testing.T) {
+	const budget = 1 << 20
+	env := newTestEnv(t, func(c *Config) { c.MaxRequestBytes, c.MaxPendingBytes = budget, budget })
+	hog := env.raw(t)
+	_, err := hog.c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"fs.write","params":{"path":"a","content":"` + strings.Repeat("a", 900<<10)))
+	require.NoError(t, err)
+	// Every full 64 KiB fragment of the unfinished line is held and
+	// counted (the rest waits in the read buffer).
+	require.Eventually(t, func() bool { return env.srv.pending.inUse() == 14*readBufferSize }, 10*time.Second, time.Millisecond,
+		"the unfinished line is held and counted")
+
+	other := env.raw(t)
+	line := `{"jsonrpc":"2.0","id":2,"method":"fs.write","params":{"path":"b","content":"` + strings.Repeat("b", 300<<10) + `"}}`
+	before := env.srv.pending.inUse()
+	r := other.call(t, line)
+	require.NotNil(t, r.Error, "a line past the shared budget is refused (%d bytes held before, result %d bytes)", before, len(r.Result))
+	assert.Equal(t, CodeUnavailable, r.Error.Code)
+	assert.Contains(t, r.Error.Message, "--max-pending-bytes")
+	assert.LessOrEqual(t, env.srv.pending.inUse(), int64(budget))
+	_, ok := env.content(t, "b")
+	assert.False(t, ok, "the refused request did not run")
+	assert.Nil(t, other.call(t, statusLine).Error, "the connection goes on with its next line")
+
+	require.NoError(t, hog.c.Close())
+	require.Eventually(t, func() bool { return env.srv.pending.inUse() == 0 }, 10*time.Second, time.Millisecond,
+		"a hung-up connection gives its bytes back")
+	r = other.call(t, line)
+	require.Nil(t, r.Error, "with the budget free the same request runs: %+v", r.Error)
+	got, _ := env.content(t, "b")
+	assert.Len(t, got, 300<<10)
+	assert.Zero(t, env.srv.pending.inUse(), "an answered request gives its bytes back")
+}
+
+func TestLineReader_BudgetDropsOnlyTheLineThatPassesIt(t *testing.T) {
+	b := &byteBudget{max: 10}
+	lr := newLineReader(strings.NewReader("0123456789ABCDEF\nok\n"), 100)
+	lr.budget = b
+	f, err := lr.nextFrame()
+	require.NoError(t, err)
+	assert.Equal(t, lineOverBudget, f.status)
+	assert.Nil(t, f.line)
+	assert.Zero(t, b.inUse(), "a dropped line holds nothing")
+	f, err = lr.nextFrame()
+	require.NoError(t, err)
+	assert.Equal(t, lineOK, f.status)
+	assert.Equal(t, "ok", string(f.line))
+	assert.Equal(t, int64(2), f.held)
+	assert.Equal(t, int64(2), b.inUse(), "a returned line holds its bytes until released")
+	b.release(f.held)
+	_, err = lr.nextFrame()
+	assert.ErrorIs(t, err, io.EOF)
+	assert.Zero(t, b.inUse())
+}
+
+func TestConfig_PendingBoundBelowRequestBoundIsRefused(t *testing.T) {
+	env := newTestEnv(t)
+	_, err := NewServer(Config{SocketPath: env.sock + "2", Engine: env.engine, MaxRequestBytes: 2 << 20, MaxPendingBytes: 1 << 20})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pending-bytes")
+}

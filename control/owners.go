@@ -1,0 +1,33 @@
+package control
+
+import (
+	"fmt"
+
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// privileged reports whether uid may act on every session: root and the
+// daemon's own uid.
+func (s *Server) privileged(uid uint32) bool { return uid == 0 || uid == s.uid }
+
+// mayUse reports whether a peer of uid may use, bind to, close or list a
+// session: its owner, root and the daemon's own uid may.
+func (s *Server) mayUse(uid uint32, sess policy.Session) bool {
+	return s.privileged(uid) || uid == sess.Owner
+}
+
+// ownedSession returns an open session the connection's peer may act on:
+// an unknown session is invalid params, another uid's FS_PERMISSION_DENIED.
+func (c *conn) ownedSession(id policy.SessionID) (policy.Session, error) {
+	sess, ok := c.s.store.Session(id)
+	if !ok {
+		return policy.Session{}, invalidParams("unknown session %s; open one with session.open", id)
+	}
+	if !c.s.mayUse(c.actor.UID, sess) {
+		return policy.Session{}, &provider.Error{Code: provider.CodePermissionDenied, Op: "session",
+			Message: fmt.Sprintf("session %s belongs to uid %d, not to you (uid %d); open your own with session.open",
+				id, sess.Owner, c.actor.UID)}
+	}
+	return sess, nil
+}
