@@ -177,3 +177,32 @@ func BenchmarkStat_PeerCredentials(b *testing.B) {
 		})
 	}
 }
+
+// TestPeer_LogShowsOnlyItsOwnEntries: the audit log names other users'
+// paths, sessions and processes; a peer of another uid sees only what it
+// did itself, root everything.
+func TestPeer_LogShowsOnlyItsOwnEntries(t *testing.T) {
+	env, q := peerWorkspace(t)
+	ctx := context.Background()
+	peer := env.clientAs(t, q, otherUID)
+	root := env.client(t)
+	_, err := root.Write(ctx, WriteParams{Path: "shared/root.txt", Content: "root's\n"})
+	require.NoError(t, err)
+	_, err = peer.Write(ctx, WriteParams{Path: "shared/peer.txt", Content: "peer's\n"})
+	require.NoError(t, err)
+
+	mine, err := peer.Log(ctx, LogParams{})
+	require.NoError(t, err)
+	require.NotEmpty(t, mine.Entries)
+	for _, e := range mine.Entries {
+		assert.Equal(t, uint32(otherUID), e.UID, "the peer sees %s by uid %d", e.Path, e.UID)
+	}
+	all, err := root.Log(ctx, LogParams{})
+	require.NoError(t, err)
+	var paths []string
+	for _, e := range all.Entries {
+		paths = append(paths, e.Path)
+	}
+	assert.Contains(t, paths, "shared/root.txt")
+	assert.Contains(t, paths, "shared/peer.txt")
+}

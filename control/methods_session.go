@@ -119,8 +119,9 @@ func (s *Server) status(_ context.Context, c *conn, params json.RawMessage) (any
 	return res, nil
 }
 
-// auditLog lists audit entries (changes and refusals), newest first.
-func (s *Server) auditLog(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+// auditLog lists audit entries (changes and refusals), newest first. A peer
+// of another uid than root and the daemon's sees only its own entries.
+func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p LogParams
 	if err := decodeParams(MethodLog, params, &p); err != nil {
 		return nil, err
@@ -132,6 +133,9 @@ func (s *Server) auditLog(ctx context.Context, _ *conn, params json.RawMessage) 
 		p.Limit = DefaultLogLimit
 	}
 	q := policy.AuditQuery{Limit: p.Limit, Session: p.Session, Since: p.Since}
+	if uid := c.peer().UID; !s.privileged(uid) {
+		q.OnlyUID = &uid
+	}
 	switch {
 	case p.Refused == nil:
 	case *p.Refused:

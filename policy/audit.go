@@ -56,6 +56,9 @@ type AuditQuery struct {
 	Kind    AuditKind // AuditAll (default), AuditRefusals or AuditChanges
 	Session SessionID // "" = all; else entries whose actor is this session
 	Since   uint64    // 0 = all; else entries with Seq > Since (see Audit)
+	// OnlyUID, when set, keeps the entries whose actor ran as that uid (a
+	// socket peer of another uid sees only its own).
+	OnlyUID *uint32
 }
 
 // AuditKind selects changes, refusals or both in an AuditQuery.
@@ -75,6 +78,8 @@ func (q AuditQuery) matches(e AuditEntry) bool {
 	case q.Path != "" && e.Path != q.Path && e.To != q.Path:
 		return false
 	case q.Session != "" && e.Actor.Session != q.Session:
+		return false
+	case q.OnlyUID != nil && e.Actor.UID != *q.OnlyUID:
 		return false
 	case q.Kind == AuditRefusals && !e.IsRefusal():
 		return false
