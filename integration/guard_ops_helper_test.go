@@ -192,9 +192,29 @@ type guardOps struct {
 	cmd     *exec.Cmd
 	in      io.WriteCloser
 	out     *bufio.Scanner
-	stderr  bytes.Buffer
+	stderr  lockedBuffer
 	Session string
 	mu      sync.Mutex
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a process writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startGuardOps starts a guard-ops helper under `dshmount exec` with a new
