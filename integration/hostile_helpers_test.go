@@ -56,6 +56,8 @@ func init() {
 		os.Exit(runGuardOps(os.Stdin, os.Stdout))
 	case helperFSX:
 		os.Exit(runFSXHelper(os.Stdout))
+	case helperPosixBound:
+		os.Exit(runPosixBoundHelper())
 	default:
 		fmt.Fprintf(os.Stderr, "integration helper: unknown %s=%q\n", helperEnv, os.Getenv(helperEnv))
 		os.Exit(2)
