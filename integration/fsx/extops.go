@@ -164,12 +164,17 @@ func (w *worker) opMmapWrite(name string) error {
 }
 
 // opLink links name to name+".lnk", checks the new name (two links, the
-// model's bytes; sometimes after writing through it), and unlinks it.
+// model's bytes; sometimes after writing through it), and removes one of
+// the two names: mostly the link; sometimes the original, after a chmod
+// through the link, renaming the link back to the name (the other names of
+// a file a session changed stay its own).
 func (w *worker) opLink(name string) error {
 	m := w.model[name]
 	lnk := w.path(name) + ".lnk"
 	throughLink := m.exists && w.rng.IntN(3) == 0
-	w.log.add("#%d link %s -> %s.lnk (exists %v, size %d, write through the link %v)", w.op, name, name, m.exists, len(m.data), throughLink)
+	swap := m.exists && w.rng.IntN(3) == 0
+	w.log.add("#%d link %s -> %s.lnk (exists %v, size %d, write through the link %v, keep the link %v)",
+		w.op, name, name, m.exists, len(m.data), throughLink, swap)
 	target := name
 	if w.faulty() {
 		target = w.names[(slices.Index(w.names, name)+1)%len(w.names)]
@@ -202,6 +207,18 @@ func (w *worker) opLink(name string) error {
 	}
 	if !bytes.Equal(got, m.data) {
 		return w.fail("read the link of %s: %s", name, diff(got, m.data))
+	}
+	if swap {
+		if err := os.Chmod(lnk, 0o644); err != nil {
+			return w.fail("chmod the link of %s: %v", name, err)
+		}
+		if err := os.Remove(w.path(name)); err != nil {
+			return w.fail("unlink %s after linking it: %v", name, err)
+		}
+		if err := os.Rename(lnk, w.path(name)); err != nil {
+			return w.fail("rename the link of %s back to its name: %v", name, err)
+		}
+		return nil
 	}
 	if err := os.Remove(lnk); err != nil {
 		return w.fail("unlink the link of %s: %v", name, err)
