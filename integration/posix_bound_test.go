@@ -5,16 +5,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // The POSIX comparison bound to a session (issue 20, "Tests"): the cases of
@@ -44,6 +47,112 @@ type posixBoundLine struct {
 	Persona string  `json:"persona"`
 	Case    string  `json:"case"`
 	Outcome outcome `json:"outcome"`
+}
+
+// ownWorkCases are the sequences of issue 20 (items 4 and 5) in which a
+// session changes a file through one name or descriptor and then goes on
+// with its own work: on the disk every step succeeds, and a session must
+// never be refused for it (EACCES, ESTALE).
+var ownWorkCases = []posixCase{
+	{name: "OwnLinkChmodThroughOtherNameThenRemove", setup: func(c *caseDir) error { return c.file("c", 0o644) },
+		op: func(c *caseDir) error {
+			return all(func() error { return unix.Link(c.p("c"), c.p("c2")) }, func() error { return c.chmod("c2", 0o600) },
+				func() error { return unix.Unlink(c.p("c")) })
+		}, stat: []string{"c", "c2"}},
+	{name: "OwnLinkChownThroughOtherNameThenWrite", setup: func(c *caseDir) error { return c.file("c", 0o644) },
+		op: func(c *caseDir) error {
+			return all(func() error { return unix.Link(c.p("c"), c.p("c2")) }, func() error { return c.chown("c2", c.persona) },
+				func() error { return c.writeByte("c") }, func() error { return unix.Unlink(c.p("c2")) })
+		}, stat: []string{"c", "c2"}},
+	{name: "OwnWriteThroughLinkThenRenameOverIt",
+		setup: func(c *caseDir) error {
+			return all(func() error { return c.file("a", 0o644) }, func() error { return c.file("b", 0o644) })
+		},
+		op: func(c *caseDir) error {
+			return all(func() error { return unix.Link(c.p("b"), c.p("b2")) }, func() error { return c.writeByte("b2") },
+				func() error { return unix.Rename(c.p("a"), c.p("b")) }, func() error { return c.writeByte("b2") },
+				func() error { return unix.Unlink(c.p("b2")) })
+		}, stat: []string{"a", "b", "b2"}},
+	{name: "OwnUnflushedWriteThenFtruncate",
+		op: func(c *caseDir) error {
+			return c.withFd("f", func(fd int) error {
+				return all(func() error { return pwrite(fd, "hello world", 0) }, func() error { return unix.Ftruncate(fd, 2) })
+			})
+		}, stat: []string{"f"}},
+	{name: "OwnFallocateThenFtruncate",
+		op: func(c *caseDir) error {
+			return c.withFd("f", func(fd int) error {
+				return all(func() error { return unix.Fallocate(fd, 0, 0, 8192) }, func() error { return unix.Ftruncate(fd, 100) })
+			})
+		}, stat: []string{"f"}},
+	{name: "OwnUnflushedWriteThenUnlinkBeforeClose",
+		op: func(c *caseDir) error {
+			return c.withFd("f", func(fd int) error {
+				return all(func() error { return pwrite(fd, "hello", 0) }, func() error { return unix.Unlink(c.p("f")) })
+			})
+		}, stat: []string{"f"}},
+	{name: "OwnPunchAndCopyRangeThenRename", setup: func(c *caseDir) error { return c.file("src", 0o644) },
+		op: func(c *caseDir) error {
+			return c.withFd("f", func(fd int) error {
+				return all(func() error { return pwrite(fd, strings.Repeat("x", 10000), 0) },
+					func() error {
+						return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 100, 5000)
+					},
+					func() error { return copyRange(c.p("src"), fd, 9000, 8) },
+					func() error { return unix.Rename(c.p("f"), c.p("g")) },
+					func() error { return unix.Ftruncate(fd, 9004) })
+			})
+		}, stat: []string{"f", "g"}},
+	{name: "OwnMmapWriteThenFtruncate",
+		op: func(c *caseDir) error {
+			return c.withFd("f", func(fd int) error {
+				return all(func() error { return unix.Ftruncate(fd, 4096) }, func() error { return mmapStore(fd, 4096, "MMAP", 10) },
+					func() error { return unix.Ftruncate(fd, 12) })
+			})
+		}, stat: []string{"f"}},
+}
+
+// boundCases are the cases of the bound comparison: the POSIX table and
+// the session's own work.
+func boundCases() []posixCase { return append(slices.Clone(posixCases), ownWorkCases...) }
+
+// withFd creates rel (O_RDWR), runs fn on the descriptor and closes it.
+func (c *caseDir) withFd(rel string, fn func(fd int) error) error {
+	fd, err := unix.Open(c.p(rel), unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", rel, err)
+	}
+	return errors.Join(fn(fd), unix.Close(fd))
+}
+
+// pwrite writes s at off through fd.
+func pwrite(fd int, s string, off int64) error {
+	_, err := unix.Pwrite(fd, []byte(s), off)
+	return err
+}
+
+// copyRange copies n bytes from the start of src into fd at off with
+// copy_file_range.
+func copyRange(src string, fd int, off int64, n int) error {
+	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sfd)
+	var soff int64
+	_, err = unix.CopyFileRange(sfd, &soff, fd, &off, n, 0)
+	return err
+}
+
+// mmapStore maps the first size bytes of fd shared, stores s at off and
+// msyncs.
+func mmapStore(fd, size int, s string, off int) error {
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	copy(mem[off:], s)
+	return errors.Join(unix.Msync(mem, unix.MS_SYNC), unix.Munmap(mem))
 }
 
 // posixPersonas are the users every case runs as.
@@ -81,7 +190,7 @@ func posixKeys(list string) map[string]bool {
 // nil) and prints their outcomes.
 func posixBoundCases(t *testing.T, root string, only map[string]bool, out *os.File) {
 	for _, persona := range posixPersonas {
-		for _, pc := range posixCases {
+		for _, pc := range boundCases() {
 			if only != nil && !only[persona.name+"/"+pc.name] {
 				continue
 			}
@@ -109,7 +218,7 @@ func TestHelperPosixBound(t *testing.T) {
 	b, err := os.ReadFile(out.Name())
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	require.Len(t, lines, len(posixPersonas)*len(posixCases))
+	require.Len(t, lines, len(posixPersonas)*len(boundCases()))
 	var l posixBoundLine
 	line, ok := strings.CutPrefix(lines[0], posixOutcomePrefix)
 	require.True(t, ok, lines[0])
@@ -167,7 +276,7 @@ func TestPOSIX_BoundSessionBehavesLikeTheDisk(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			diffs := comparePosixBound(t, mode.args, nil)
-			t.Logf("%d cases × %d users bound to a session; %d differ", len(posixCases), len(posixPersonas), len(diffs))
+			t.Logf("%d cases × %d users bound to a session; %d differ", len(boundCases()), len(posixPersonas), len(diffs))
 			for _, s := range diffs {
 				t.Log(s)
 			}
@@ -187,7 +296,7 @@ func comparePosixBound(t *testing.T, args []string, only []string) []string {
 	native := nativeRoot(t)
 	var diffs []string
 	for _, persona := range posixPersonas {
-		for _, pc := range posixCases {
+		for _, pc := range boundCases() {
 			key := persona.name + "/" + pc.name
 			if selected != nil && !selected[key] {
 				continue
