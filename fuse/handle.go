@@ -285,6 +285,7 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 	w, errno := h.lf.Write(ctx, data, off)
 	if w > 0 {
 		h.dirty.Store(true)
+		h.killPrivs(ctx)
 		h.noteOwn()
 	}
 	return w, errno
@@ -304,6 +305,7 @@ func (n *node) Writev(ctx context.Context, f fs.FileHandle, data [][]byte, off i
 	w, errno := h.lf.Writev(ctx, data, off)
 	if w > 0 {
 		h.dirty.Store(true)
+		h.killPrivs(ctx)
 		h.noteOwn()
 	}
 	return w, errno

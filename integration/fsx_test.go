@@ -43,13 +43,7 @@ var fsxRuns = []struct {
 func TestFSX_RandomOperationsMatchTheModel(t *testing.T) {
 	requireFUSE(t)
 	total := envInt(t, "DSH_FSX_OPS", 100000)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("DSH_FSX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, "DSH_FSX_SEED must be an unsigned integer")
-		seed = v
-	}
-	t.Logf("fsx seed %d (replay with DSH_FSX_SEED=%d)", seed, seed)
+	seed := fsxSeed(t)
 	done, ran := 0, 0
 	for _, run := range fsxRuns {
 		t.Run(run.name, func(t *testing.T) {
@@ -73,6 +67,7 @@ func TestFSX_RandomOperationsMatchTheModel(t *testing.T) {
 			t.Logf("%s (seed %d)", res, seed)
 			assert.Equal(t, cfg.Ops, res.Ops)
 			assert.Empty(t, res.MmapUnsupported, "mmap reads must work on the mount")
+			assert.Empty(t, res.Unsupported, "every operation must work on the mount")
 			if run.remote {
 				assert.Positive(t, res.Counts["remotemutate"])
 				assert.Positive(t, res.RemoteWrites, "the concurrent socket writer made progress")
@@ -134,4 +129,17 @@ func envInt(t *testing.T, name string, def int) int {
 	require.NoError(t, err, "%s must be an integer", name)
 	require.Positive(t, v, "%s must be positive", name)
 	return v
+}
+
+// fsxSeed is DSH_FSX_SEED, or a new seed; it is logged for a replay.
+func fsxSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("DSH_FSX_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "DSH_FSX_SEED must be an unsigned integer")
+		seed = v
+	}
+	t.Logf("fsx seed %d (replay with DSH_FSX_SEED=%d)", seed, seed)
+	return seed
 }

@@ -54,6 +54,10 @@ func init() {
 		os.Exit(runPeerConnect(os.Getenv(helperSocketEnv), os.Stdout))
 	case helperGuardOps:
 		os.Exit(runGuardOps(os.Stdin, os.Stdout))
+	case helperFSX:
+		os.Exit(runFSXHelper(os.Stdout))
+	case helperPosixBound:
+		os.Exit(runPosixBoundHelper())
 	default:
 		fmt.Fprintf(os.Stderr, "integration helper: unknown %s=%q\n", helperEnv, os.Getenv(helperEnv))
 		os.Exit(2)

@@ -45,8 +45,9 @@ type Config struct {
 	// LogLen is the number of operations kept for a mismatch report
 	// (default 64).
 	LogLen int
-	// Mmap enables mmap reads; the first ENODEV disables them and the
-	// reason is reported in Result.MmapUnsupported.
+	// Mmap enables mmap reads and mmap writes; the first ENODEV disables
+	// the kind and the reason is reported in Result.Unsupported (and, for
+	// reads, Result.MmapUnsupported).
 	Mmap bool
 	// Remote, when set, adds inline remote writes and edits on closed
 	// worker files and a concurrent remote writer on RemoteFiles files.
@@ -58,6 +59,11 @@ type Config struct {
 	// tamper, for this package's tests, runs after every operation with
 	// the path of the file the operation touched.
 	tamper func(path string)
+	// fault, for this package's tests, names an operation kind whose
+	// system call is made slightly wrong (another offset, length or
+	// name) while the model records the intended call: planted corruption
+	// the exerciser must report.
+	fault string
 }
 
 func (c *Config) withDefaults() Config {
@@ -88,12 +94,18 @@ func (c *Config) withDefaults() Config {
 
 // Result summarises a run.
 type Result struct {
-	Ops             int            // operations performed by the workers
-	Elapsed         time.Duration  // wall time of the workers
-	Counts          map[string]int // operations per kind
-	RemoteWrites    int            // acknowledged concurrent remote mutations
-	MmapUnsupported string         // why mmap reads were disabled, "" if they ran
+	Ops             int               // operations performed by the workers
+	Elapsed         time.Duration     // wall time of the workers
+	Counts          map[string]int    // operations per kind (picked)
+	Skipped         map[string]int    // picked operations that found nothing to act on and did a stat
+	RemoteWrites    int               // acknowledged concurrent remote mutations
+	MmapUnsupported string            // why mmap reads were disabled, "" if they ran
+	Unsupported     map[string]string // kinds the file system does not support → why
 }
+
+// Performed is the number of operations of kind that did their own work
+// (picked and not skipped).
+func (r Result) Performed(kind string) int { return r.Counts[kind] - r.Skipped[kind] }
 
 // OpsPerSecond is the workers' throughput.
 func (r Result) OpsPerSecond() float64 {
@@ -114,12 +126,20 @@ func (r Result) String() string {
 	fmt.Fprintf(&b, "fsx: %d ops in %s (%.0f ops/s)", r.Ops, r.Elapsed.Round(time.Millisecond), r.OpsPerSecond())
 	for _, k := range kinds {
 		fmt.Fprintf(&b, " %s=%d", k, r.Counts[k])
+		if n := r.Skipped[k]; n > 0 {
+			fmt.Fprintf(&b, "(%d skipped)", n)
+		}
 	}
 	if r.RemoteWrites > 0 {
 		fmt.Fprintf(&b, " concurrent-remote=%d", r.RemoteWrites)
 	}
-	if r.MmapUnsupported != "" {
-		fmt.Fprintf(&b, " (mmap off: %s)", r.MmapUnsupported)
+	off := make([]string, 0, len(r.Unsupported))
+	for k := range r.Unsupported {
+		off = append(off, k)
+	}
+	sort.Strings(off)
+	for _, k := range off {
+		fmt.Fprintf(&b, " (%s off: %s)", k, r.Unsupported[k])
 	}
 	return b.String()
 }

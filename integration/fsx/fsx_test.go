@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,10 +60,59 @@ func TestRun_NativeDirectoryHasNoMismatch(t *testing.T) {
 	t.Log(res)
 	assert.Equal(t, 4000, res.Ops)
 	for _, k := range opKinds {
-		assert.Positive(t, res.Counts[k.name], "operation %s never ran", k.name)
+		assert.Positive(t, res.Performed(k.name), "operation %s never ran", k.name)
 	}
 	assert.Positive(t, res.RemoteWrites)
 	assert.Empty(t, res.MmapUnsupported)
+	assert.Empty(t, res.Unsupported)
+}
+
+// newKinds are the operations added for the bound runs of issue 20.
+var newKinds = []string{"fallocate", "punch", "copyrange", "mmapwrite", "link"}
+
+// TestRun_PlantedFaultInEachNewOperationIsReported makes each new
+// operation's system call slightly wrong (one byte more, one byte further,
+// another name) while the model records the intended call: the run with the
+// same seed passes without the fault and reports a mismatch with it, after
+// at least one operation of that kind.
+func TestRun_PlantedFaultInEachNewOperationIsReported(t *testing.T) {
+	for _, kind := range newKinds {
+		t.Run(kind, func(t *testing.T) {
+			cfg := Config{Seed: 11, Ops: 3000, Workers: 1, Mmap: true, LogLen: 5000}
+			cfg.Dir = t.TempDir()
+			res, err := Run(context.Background(), cfg)
+			require.NoError(t, err, "the same run without the fault")
+			require.Positive(t, res.Performed(kind))
+
+			cfg.Dir, cfg.fault = t.TempDir(), kind
+			_, err = Run(context.Background(), cfg)
+			var me *MismatchError
+			require.ErrorAs(t, err, &me, "a wrong %s must be reported", kind)
+			assert.Equal(t, uint64(11), me.Seed)
+			assert.Contains(t, strings.Join(me.Log, "\n"), " "+kind+" ", "the mismatch follows a %s", kind)
+		})
+	}
+}
+
+// TestRun_UnsupportedKindIsDisabledWithItsReason pins the ENODEV pattern for
+// the new kinds: the first "not supported" answer turns the kind off for the
+// rest of the run, with the reason, instead of a mismatch.
+func TestRun_UnsupportedKindIsDisabledWithItsReason(t *testing.T) {
+	w := &worker{sup: &support{off: map[string]string{}}}
+	assert.False(t, w.unsupported("copyrange", "copy", unix.EIO, unix.EXDEV, unix.EINVAL))
+	assert.True(t, w.sup.enabled("copyrange"))
+	assert.True(t, w.unsupported("copyrange", "copy", fmt.Errorf("wrapped: %w", unix.EXDEV), unix.EXDEV, unix.EINVAL))
+	assert.False(t, w.sup.enabled("copyrange"))
+	assert.True(t, w.sup.enabled("punch"))
+	w.sup.disable("copyrange", "a later reason")
+	assert.Equal(t, map[string]string{"copyrange": "copy: wrapped: " + unix.EXDEV.Error()}, w.sup.reasons())
+}
+
+func TestResult_StringNamesSkipsAndUnsupportedKinds(t *testing.T) {
+	r := Result{Ops: 10, Elapsed: time.Second, Counts: map[string]int{"punch": 4, "write": 6},
+		Skipped: map[string]int{"punch": 3}, Unsupported: map[string]string{"punch": "EOPNOTSUPP"}}
+	assert.Equal(t, "fsx: 10 ops in 1s (10 ops/s) punch=4(3 skipped) write=6 (punch off: EOPNOTSUPP)", r.String())
+	assert.Equal(t, 1, r.Performed("punch"))
 }
 
 func TestRun_SameSeedSameOperations(t *testing.T) {

@@ -114,24 +114,3 @@ func (s *remoteSet) committedOf(i int) int {
 	defer s.mu.Unlock()
 	return s.files[i].committed
 }
-
-// mmapState disables mmap reads for all workers at the first ENODEV.
-type mmapState struct {
-	mu     sync.Mutex
-	on     bool
-	reason string
-}
-
-func (m *mmapState) enabled() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.on
-}
-
-func (m *mmapState) disable(reason string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.on {
-		m.on, m.reason = false, reason
-	}
-}

@@ -23,7 +23,7 @@ func Run(ctx context.Context, config Config) (Result, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return res, fmt.Errorf("creating %s: %w", cfg.Dir, err)
 	}
-	mm := &mmapState{on: cfg.Mmap}
+	sup := &support{off: map[string]string{}}
 	var shared *remoteSet
 	if cfg.Remote != nil {
 		shared = newRemoteSet(&cfg)
@@ -35,7 +35,7 @@ func Run(ctx context.Context, config Config) (Result, error) {
 	}
 	workers := make([]*worker, cfg.Workers)
 	for i := range workers {
-		w, err := newWorker(ctx, &cfg, i, shared, mm)
+		w, err := newWorker(ctx, &cfg, i, shared, sup)
 		if err != nil {
 			return res, err
 		}
@@ -68,16 +68,18 @@ func Run(ctx context.Context, config Config) (Result, error) {
 	close(stopRemote)
 	remoteErr := <-remoteDone
 
-	res.Counts = map[string]int{}
+	res.Counts, res.Skipped = map[string]int{}, map[string]int{}
 	for _, w := range workers {
 		res.Ops += w.op
 		for k, v := range w.counts {
 			res.Counts[k] += v
 		}
+		for k, v := range w.skipped {
+			res.Skipped[k] += v
+		}
 	}
-	mm.mu.Lock()
-	res.MmapUnsupported = mm.reason
-	mm.mu.Unlock()
+	res.Unsupported = sup.reasons()
+	res.MmapUnsupported = res.Unsupported["mmapread"]
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}

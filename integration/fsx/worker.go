@@ -34,6 +34,11 @@ var opKinds = []opKind{
 	{name: "stat", weight: 5, run: (*worker).opStat},
 	{name: "readfile", weight: 5, run: (*worker).opReadFile},
 	{name: "unlink", weight: 2, run: (*worker).opUnlink},
+	{name: "fallocate", weight: 2, run: (*worker).opFallocate},
+	{name: "punch", weight: 2, run: (*worker).opPunch},
+	{name: "copyrange", weight: 2, run: (*worker).opCopyRange},
+	{name: "mmapwrite", weight: 2, run: (*worker).opMmapWrite},
+	{name: "link", weight: 2, run: (*worker).opLink},
 	{name: "remotemutate", weight: 4, remote: true, run: (*worker).opRemoteMutate},
 	{name: "remoteread", weight: 5, remote: true, run: (*worker).opRemoteRead},
 }
@@ -52,18 +57,20 @@ type worker struct {
 	log     *opLog
 	op      int
 	counts  map[string]int
+	skipped map[string]int
+	cur     string     // the kind of the current operation
 	shared  *remoteSet // nil without a Remote
-	mmap    *mmapState
+	sup     *support
 	kinds   []opKind
 	weights int
 }
 
-func newWorker(ctx context.Context, cfg *Config, id int, shared *remoteSet, mm *mmapState) (*worker, error) {
+func newWorker(ctx context.Context, cfg *Config, id int, shared *remoteSet, sup *support) (*worker, error) {
 	rel := fmt.Sprintf("w%d", id)
 	w := &worker{ctx: ctx, cfg: cfg, id: id, dir: filepath.Join(cfg.Dir, rel), rel: rel,
 		rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(id)+1)),
 		model: map[string]*fileModel{}, files: map[string]*os.File{},
-		log: newOpLog(cfg.LogLen), counts: map[string]int{}, shared: shared, mmap: mm}
+		log: newOpLog(cfg.LogLen), counts: map[string]int{}, skipped: map[string]int{}, shared: shared, sup: sup}
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating worker directory: %w", err)
 	}
@@ -92,6 +99,7 @@ func (w *worker) run(n int) error {
 		k := w.pick()
 		name := w.names[w.rng.IntN(len(w.names))]
 		w.counts[k.name]++
+		w.cur = k.name
 		if err := k.run(w, name); err != nil {
 			return err
 		}
@@ -114,6 +122,24 @@ func (w *worker) pick() opKind {
 }
 
 func (w *worker) path(name string) string { return filepath.Join(w.dir, name) }
+
+// skip stands in for an operation that finds nothing to act on (an empty
+// file, a disabled kind): it counts the skip and does a stat instead.
+func (w *worker) skip(name string) error {
+	w.skipped[w.cur]++
+	return w.opStat(name)
+}
+
+// faulty reports whether the current operation is the planted fault.
+func (w *worker) faulty() bool { return w.cfg.fault != "" && w.cfg.fault == w.cur }
+
+// size is the model's size of name (0 when absent).
+func (w *worker) size(name string) int {
+	if m := w.model[name]; m.exists {
+		return len(m.data)
+	}
+	return 0
+}
 
 // fail builds the mismatch error of the current operation.
 func (w *worker) fail(format string, args ...any) error {
@@ -258,8 +284,8 @@ func (w *worker) opTruncate(name string) error {
 
 func (w *worker) opMmapRead(name string) error {
 	m := w.model[name]
-	if !m.exists || len(m.data) == 0 || !w.mmap.enabled() {
-		return w.opStat(name)
+	if !w.cfg.Mmap || !m.exists || len(m.data) == 0 || !w.sup.enabled("mmapread") {
+		return w.skip(name)
 	}
 	w.log.add("#%d mmapread %s (size %d)", w.op, name, len(m.data))
 	f, err := w.open(name, false)
@@ -267,8 +293,7 @@ func (w *worker) opMmapRead(name string) error {
 		return err
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, len(m.data), unix.PROT_READ, unix.MAP_SHARED)
-	if errors.Is(err, unix.ENODEV) {
-		w.mmap.disable(fmt.Sprintf("mmap of %s: %v", w.path(name), err))
+	if w.unsupported("mmapread", "mmap of "+w.path(name), err, unix.ENODEV) {
 		return nil
 	}
 	if err != nil {
@@ -284,7 +309,7 @@ func (w *worker) opMmapRead(name string) error {
 func (w *worker) opRename(name string) error {
 	to := w.names[w.rng.IntN(len(w.names))]
 	if to == name {
-		return w.opStat(name)
+		return w.skip(name)
 	}
 	m, mt := w.model[name], w.model[to]
 	w.log.add("#%d rename %s -> %s (exists %v -> %v)", w.op, name, to, m.exists, mt.exists)
@@ -309,7 +334,7 @@ func (w *worker) opRename(name string) error {
 func (w *worker) opFsync(name string) error {
 	f := w.files[name]
 	if f == nil {
-		return w.opStat(name)
+		return w.skip(name)
 	}
 	w.log.add("#%d fsync %s", w.op, name)
 	if err := f.Sync(); err != nil {
