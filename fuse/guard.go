@@ -33,13 +33,6 @@ import (
 // out-of-band program) moves the stat and the session is judged by its
 // observation again, which is then stale: ESTALE.
 
-// recordHashLimit bounds the size of a file an unbound writer's change is
-// hashed for, only to put the versions into the audit entry (a source file
-// costs microseconds; a build's large outputs would cost a second read).
-// Larger changes are audited without a version; no guard depends on it
-// (guards hash the bytes themselves).
-const recordHashLimit = 64 << 10
-
 // ownWrites is what the node knows of a bound session's own changes.
 type ownWrites struct {
 	mu      sync.Mutex
@@ -270,13 +263,12 @@ func (m *mountState) versionOfRel(rel string, st *unix.Stat_t) (provider.Version
 
 // recordVersion is the version to record after a change made through the
 // file open as fd (stat st): exact for a bound session (it becomes the
-// session's observation), and for an unbound writer only while the file
-// is small enough to hash cheaply (empty: not computed).
-func (m *mountState) recordVersion(a policy.Actor, fd int, st *unix.Stat_t) provider.Version {
-	if a.Session == "" && st.Size > recordHashLimit {
-		if ver, ok := m.vers.Cached(st); ok {
-			return ver
-		}
+// session's observation). An unbound writer's change is recorded without
+// a version: hashing every file a person's build writes would cost a
+// second read of it, and no guard depends on it (guards hash the bytes
+// themselves).
+func (m *mountState) recordVersion(a policy.Actor, fd int) provider.Version {
+	if a.Session == "" {
 		return ""
 	}
 	ver, err := m.versionOfFd(fd)
@@ -287,20 +279,14 @@ func (m *mountState) recordVersion(a policy.Actor, fd int, st *unix.Stat_t) prov
 	return ver
 }
 
-// reportVersion is the version of rel (stat st) for an audit entry: the
-// trusted cached one, else a hash while the file is small enough to hash
-// cheaply (empty: not computed).
-func (m *mountState) reportVersion(rel string, st *unix.Stat_t) provider.Version {
-	if ver, ok := m.vers.Cached(st); ok {
-		return ver
-	}
-	if st.Size > recordHashLimit {
+// knownVersion is the version of a file with stat st for the audit entry of
+// a bound session's change that did not hash it: the trusted cached one,
+// if any. Unbound changes are recorded without a version (recordVersion).
+func (m *mountState) knownVersion(a policy.Actor, st *unix.Stat_t) provider.Version {
+	if a.Session == "" {
 		return ""
 	}
-	ver, err := m.versionOfRel(rel, st)
-	if err != nil {
-		return ""
-	}
+	ver, _ := m.vers.Cached(st)
 	return ver
 }
 

@@ -93,14 +93,10 @@ func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, 
 // by the node's ioModes. Release must uncount it.
 func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) *handle {
 	pt, direct := n.io.choose(n.m.cfg.Passthrough, a.Session != "", writable)
-	h := &handle{
+	return &handle{
 		file: f, lf: fs.NewLoopbackFileFromOS(f), node: n, rel: rel, actor: a,
 		writable: writable, pt: pt, direct: direct, last: *st,
 	}
-	if ver, ok := n.m.vers.Cached(st); ok {
-		h.lastVer = ver
-	}
-	return h
 }
 
 // Open implements fs.NodeOpener: the read / write decision point. A bound
@@ -144,9 +140,6 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return v, err
 		}); errno != 0 {
 			return nil, 0, errno
-		}
-		if beforeVer == "" {
-			beforeVer = m.reportVersion(rel, &before.st)
 		}
 	}
 	f, err := m.openBacking(rel, int(flags), 0)
@@ -220,7 +213,7 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 		// credited.
 		actor.Session = ""
 	}
-	after := m.recordVersion(actor, h.fd(), &bs.st)
+	after := m.recordVersion(actor, h.fd())
 	rel := h.path(&bs.st)
 	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
 	h.last, h.lastVer, h.recorded = bs.st, after, true

@@ -90,7 +90,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		_ = f.Close()
 		return nil, nil, 0, errnoOf(err)
 	}
-	after := m.recordVersion(a, fd, &bs.st)
+	after := m.recordVersion(a, fd)
 	m.record(ctx, a, policy.OpCreate, t, "", after, nil)
 
 	fillAttr(&out.Attr, &bs.st)
@@ -182,9 +182,11 @@ func (n *node) finishCreate(ctx context.Context, a policy.Actor, rel string, out
 	if err != nil {
 		return nil, errnoOf(err)
 	}
-	after, err := m.versionOfRel(rel, &bs.st)
-	if err != nil {
-		m.log.Warn("version of created entry", "path", rel, "err", err)
+	var after provider.Version
+	if a.Session != "" { // the creator's observation of what it made
+		if after, err = m.versionOfRel(rel, &bs.st); err != nil {
+			m.log.Warn("version of created entry", "path", rel, "err", err)
+		}
 	}
 	m.record(ctx, a, policy.OpCreate, m.target(rel), "", after, nil)
 	fillAttr(&out.Attr, &bs.st)
@@ -298,8 +300,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, errnoOf(err)
 	}
-	after, _ := m.vers.Cached(&bs.st)
-	m.record(ctx, a, policy.OpLink, t, "", after, nil)
+	m.record(ctx, a, policy.OpLink, t, "", m.knownVersion(a, &bs.st), nil)
 	if err := m.cfg.Engine.CopyMount(a, m.target(srcRel), t); err != nil {
 		m.log.Warn("carry observation to a new link", "path", rel, "session", a.Session, "err", err)
 	}
@@ -340,7 +341,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	if before == "" {
-		before, _ = m.vers.Cached(&bs.st)
+		before = m.knownVersion(a, &bs.st)
 	}
 	if err := unix.Unlinkat(e.dir, e.name, 0); err != nil {
 		return errnoOf(err)

@@ -156,10 +156,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // hashed, else the trusted cached one, else for a bound session (whose
 // observation moves with the file) a fresh hash.
 func (m *mountState) renamedVersion(a policy.Actor, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
-	if guarded != "" {
+	if guarded != "" || a.Session == "" {
 		return guarded
 	}
-	if ver, ok := m.vers.Cached(st); ok || a.Session == "" {
+	if ver, ok := m.vers.Cached(st); ok {
 		return ver
 	}
 	ver, err := m.versionOfEntry(e, st)

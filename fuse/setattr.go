@@ -87,19 +87,19 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		rel = h.rel
 	}
 	op := policy.OpSetattr
-	beforeVer, _ := m.vers.Cached(&before.st)
+	beforeVer := m.knownVersion(a, &before.st)
 	var afterVer provider.Version
 	if truncating {
 		op = policy.OpTruncate
 		n.own.note(a.Session, &after.st)
 		if h != nil {
-			afterVer = m.recordVersion(a, h.fd(), &after.st)
-		} else if a.Session != "" || after.st.Size <= recordHashLimit {
+			afterVer = m.recordVersion(a, h.fd())
+		} else if a.Session != "" {
 			afterVer, _ = m.versionOfRel(rel, &after.st)
 		}
 	} else {
 		n.own.advance(a.Session, &before.st, &after.st)
-		afterVer, _ = m.vers.Cached(&after.st)
+		afterVer = m.knownVersion(a, &after.st)
 	}
 	m.record(ctx, a, op, m.target(rel), beforeVer, afterVer, nil)
 	if h != nil && h.writable {

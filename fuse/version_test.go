@@ -58,7 +58,7 @@ func TestVersionXattr_IsTheProviderVersionAndChangesWithWrites(t *testing.T) {
 	})
 }
 
-func TestRecord_UnboundWriteBumpsVersionAndAuditsPid(t *testing.T) {
+func TestRecord_UnboundWriteChangesVersionAndAuditsPid(t *testing.T) {
 	eachMode(t, envOptions{}, func(t *testing.T, e *env) {
 		e.put("a.txt", "x")
 		before := e.version("a.txt")
@@ -73,12 +73,12 @@ func TestRecord_UnboundWriteBumpsVersionAndAuditsPid(t *testing.T) {
 		assert.Equal(t, int32(os.Getpid()), last.Actor.PID, "the writer's process, not one of its threads")
 		assert.Equal(t, policy.ChannelMount, last.Actor.Channel)
 		assert.Equal(t, policy.SessionID(""), last.Actor.Session)
-		assert.Equal(t, after, last.After)
-		assert.Equal(t, before, last.Before)
+		// A person's change is audited without hashing the file (a build's
+		// outputs would be read twice); the guard hashes when it decides.
+		assert.Empty(t, last.After)
 
-		rec, ok := e.store.LastWrite(e.lfs.TargetForRel("a.txt").Key)
+		_, ok := e.store.LastWrite(e.lfs.TargetForRel("a.txt").Key)
 		require.True(t, ok)
-		assert.Equal(t, after, rec.Version)
 	})
 }
 

@@ -167,7 +167,7 @@ func (n *node) changeXattr(ctx context.Context, change func(path string) error) 
 	}
 	// An attribute changes no bytes: recorded, grants nothing, and the
 	// version stays what it was (reported when the cache knows it).
-	ver, _ := m.vers.Cached(&before.st)
+	ver := m.knownVersion(a, &before.st)
 	n.own.advance(a.Session, &before.st, &after.st)
 	m.record(ctx, a, policy.OpSetattr, m.target(rel), ver, ver, nil)
 	return 0
