@@ -5,11 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/control/mcp"
@@ -81,16 +78,11 @@ Flags:
 		return exitUsage
 	}
 	defer client.Close()
-	transport := &sdk.IOTransport{Reader: io.NopCloser(std.in), Writer: mcpStdout{std.out}}
-	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Logger: logger}, transport)
+	transport := mcp.StdioTransport(std.in, std.out)
+	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Logger: logger, Version: buildVersion()}, transport)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
 		return exitUsage
 	}
 	return exitOK
 }
-
-// mcpStdout keeps stdout open when the MCP connection closes.
-type mcpStdout struct{ io.Writer }
-
-func (mcpStdout) Close() error { return nil }
