@@ -155,3 +155,17 @@ func ago(d time.Duration) string {
 	}
 	return fmt.Sprintf("%s ago", d.Round(time.Minute))
 }
+
+// existsOnCreate rewrites the refusal of an explicit create-if-absent
+// guard on t (noun: "the destination " or ""): the file exists, and reading it would not help, so the
+// message says that instead of advising a read. Other errors pass through.
+func existsOnCreate(err error, t provider.Target, g *WriteExpected, noun, what string) error {
+	var pe *provider.Error
+	if g == nil || g.Kind != provider.CreateIfAbsent || !errors.As(err, &pe) ||
+		pe.Code != provider.CodeNotObserved || (pe.Path != "" && pe.Path != t.DisplayPath) {
+		return err
+	}
+	return &provider.Error{Code: pe.Code, Op: pe.Op, Path: t.DisplayPath, Err: err,
+		Message: fmt.Sprintf("%s%s already exists, and %s was guarded to create it; choose another name, or guard with its current version to replace it",
+			noun, t.DisplayPath, what)}
+}

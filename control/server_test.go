@@ -81,7 +81,8 @@ func TestSession_OpenBindClose(t *testing.T) {
 	var re *RPCError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, CodeInvalidParams, re.RPCCode)
-	assert.Equal(t, "unknown session nope; open one with session.open", re.Message)
+	assert.Equal(t, provider.CodeInvalidArgument, re.Code)
+	assert.Equal(t, "unknown session nope: it was never opened or has been closed; open a new session", re.Message)
 
 	require.NoError(t, c.CloseSession(ctx, id))
 	_, ok = env.store.Session(id)
@@ -109,7 +110,8 @@ func TestSession_UnknownSessionOnMutation(t *testing.T) {
 	var re *RPCError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, CodeInvalidParams, re.RPCCode)
-	assert.Equal(t, "unknown session ghost; open one with session.open", re.Message)
+	assert.Equal(t, provider.CodeInvalidArgument, re.Code)
+	assert.Equal(t, "unknown session ghost: it was never opened or has been closed; open a new session", re.Message)
 	_, exists := env.content(t, "a.txt")
 	assert.False(t, exists)
 }

@@ -41,10 +41,10 @@ func clientVerbs() []clientVerb {
 		{name: "edit", summary: "replace a literal string in a file", synopsis: "PATH --old TEXT --new TEXT", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doEdit,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.old, "old", "", "literal text to replace (must match exactly once unless --all)")
-				fs.StringVar(&o.new, "new", "", "replacement text (empty deletes)")
+				fs.StringVar(&o.new, "new", "", "replacement text; required (--new '' deletes)")
 				fs.BoolVar(&o.all, "all", false, "replace every match")
 			},
-			help: "Replaces --old with --new. The session must have read the file at its current\nversion (or pass --version V)."},
+			help: "Replaces --old with --new; both are required (--new '' deletes the text). The session\nmust have read the file at its current version (or pass --version V)."},
 		{name: "patch", summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
@@ -234,6 +234,9 @@ func doWrite(ctx context.Context, e *clientEnv) error {
 func doEdit(ctx context.Context, e *clientEnv) error {
 	if e.opts.old == "" {
 		return &usageError{msg: "--old is required (the literal text to replace)"}
+	}
+	if !e.opts.hasNew {
+		return &usageError{msg: "--new is required (the replacement text; --new '' deletes the --old text)"}
 	}
 	res, err := e.client.Edit(ctx, control.EditParams{Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
 		ReplaceAll: e.opts.all, Cwd: e.cwd, Session: e.session, Expected: e.versionExpected(), Unconditional: e.unconditional})
