@@ -53,7 +53,7 @@ func binary(t *testing.T) string {
 type binRun struct {
 	stdin string
 	dir   string   // working directory ("" = the test's)
-	env   []string // added to the environment, which has no DSH_* variable
+	env   []string // added to the environment, which has no DSH_* variable and an empty run directory
 }
 
 // runBinary runs the built binary and returns its exit code, stdout and
@@ -67,6 +67,7 @@ func runBinary(t *testing.T, r binRun, args ...string) (int, string, string) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, envRunDir+"="+t.TempDir()) // no daemon registered unless r.env says so
 	cmd.Env = append(cmd.Env, r.env...)
 	cmd.Stdin = strings.NewReader(r.stdin)
 	var out, errOut bytes.Buffer
@@ -78,6 +79,9 @@ func runBinary(t *testing.T, r binRun, args ...string) (int, string, string) {
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
+
+// envRunDir overrides the registry's run directory.
+const envRunDir = "DSH_RUN_DIR"
 
 // buildBinary builds the real dshmount binary with extra build flags.
 func buildBinary(t *testing.T, goBuildFlags ...string) string {

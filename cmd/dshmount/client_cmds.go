@@ -51,7 +51,8 @@ type clientVerb struct {
 	help          string // longer explanation
 	guard         guardFlags
 	minArgs       int
-	maxArgs       int // -1: any
+	maxArgs       int  // -1: any
+	paths         bool // takes workspace paths, resolved against the shell's directory
 	flags         func(fs *flag.FlagSet, o *verbOpts)
 	do            func(ctx context.Context, e *clientEnv) error
 }
@@ -70,6 +71,7 @@ type verbOpts struct {
 	since        uint64
 	sessionSet   bool // --session was given on the command line
 	hasNew       bool // --new was given (possibly empty)
+	cwdSet       bool // --cwd was given
 	hasOffset    bool
 	hasLimit     bool
 	hasMaxBytes  bool
@@ -106,10 +108,10 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	fs := flag.NewFlagSet("dshmount "+v.name, flag.ContinueOnError)
 	fs.SetOutput(sio.err)
 	e := &clientEnv{io: sio}
-	fs.StringVar(&e.socket, "socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+")")
+	fs.StringVar(&e.socket, "socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
 	var session string
 	fs.StringVar(&session, "session", os.Getenv(envSession), "session to act for (default $"+envSession+"; empty: a session private to this one call)")
-	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against")
+	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
 	fs.BoolVar(&e.json, "json", false, "print the raw JSON result")
 	switch v.guard {
 	case versionOnly:
@@ -151,6 +153,8 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 			e.opts.sessionSet = true
 		case "new":
 			e.opts.hasNew = true
+		case "cwd":
+			e.opts.cwdSet = true
 		}
 	})
 	e.args = pos
@@ -164,8 +168,16 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	if e.version != "" && e.create {
 		return e.report(v.name, &usageError{msg: "--version and --create exclude each other"})
 	}
+	placed := false // e.cwd is where the shell is
 	if e.socket == "" {
-		return e.report(v.name, &usageError{msg: "no control socket; pass --socket PATH or set $" + envSocket})
+		p, ok := findDaemon()
+		if !ok {
+			return e.report(v.name, &usageError{msg: "no control socket; " + noSocketHelp})
+		}
+		e.socket = p.Socket
+		if !e.opts.cwdSet {
+			e.cwd, placed = p.Rel, true
+		}
 	}
 	client, err := control.DialContext(ctx, e.socket)
 	if err != nil {
@@ -173,6 +185,9 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	}
 	defer client.Close()
 	e.client = client
+	if !e.opts.cwdSet && !placed && v.paths {
+		e.cwd = shellCwd(ctx, client, e.socket)
+	}
 	return e.report(v.name, v.do(ctx, e))
 }
 

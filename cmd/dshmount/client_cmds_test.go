@@ -46,6 +46,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	t.Setenv(envSocket, "")
 	t.Setenv(envSession, "")
+	t.Setenv(envRunDir, t.TempDir())
 	root := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))

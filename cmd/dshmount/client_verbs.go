@@ -25,42 +25,42 @@ func clientVerbs() []clientVerb {
 			synopsis: "open [--name N] | close ID", minArgs: 1, maxArgs: 2, do: doSession,
 			flags: func(fs *flag.FlagSet, o *verbOpts) { fs.StringVar(&o.name, "name", "", "a name for people (open)") },
 			help:  "A session owns what it has read: a guarded write, edit or delete needs the session to\nhave read the current version. 'open' prints the new session id; pass it as --session\n(or export DSH_SESSION) to the other verbs so their reads authorize later edits."},
-		{name: "stat", summary: "show a file's type, size and version", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doStat,
+		{name: "stat", paths: true, summary: "show a file's type, size and version", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doStat,
 			help: "Shows metadata (never content) and records the session's observation of the file:\npresent at its version, or absent."},
-		{name: "ls", summary: "list a directory", synopsis: "[PATH]", maxArgs: 1, do: doList,
+		{name: "ls", paths: true, summary: "list a directory", synopsis: "[PATH]", maxArgs: 1, do: doList,
 			help: "Lists the direct children of a directory (default: the workspace root) in name order."},
-		{name: "read", summary: "print a window of a file's lines, numbered", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doRead,
+		{name: "read", paths: true, summary: "print a window of a file's lines, numbered", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doRead,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.offset, "offset", 1, "1-based first line")
 				fs.IntVar(&o.limit, "limit", control.DefaultReadLimit, "number of lines")
 				fs.Int64Var(&o.maxBytes, "max-bytes", control.DefaultReadMaxBytes, "cap on the bytes of returned text")
 			},
 			help: "Prints the lines like 'cat -n', then a footer 'lines A-B of N, version V'. The read\nrecords the session's observation, which authorizes a later guarded write or edit of\nthe same version."},
-		{name: "write", summary: "write a whole file from stdin", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: writeGuard, do: doWrite,
+		{name: "write", paths: true, summary: "write a whole file from stdin", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: writeGuard, do: doWrite,
 			help: "Creates or replaces PATH with the text read from stdin. Without a guard flag the\nsession's observation decides: unseen or absent creates only if the file does not\nexist; a read file is replaced only if it is still at the version read."},
-		{name: "edit", summary: "replace a literal string in a file", synopsis: "PATH --old TEXT --new TEXT", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doEdit,
+		{name: "edit", paths: true, summary: "replace a literal string in a file", synopsis: "PATH --old TEXT --new TEXT", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doEdit,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.old, "old", "", "literal text to replace (must match exactly once unless --all)")
 				fs.StringVar(&o.new, "new", "", "replacement text; required (--new '' deletes)")
 				fs.BoolVar(&o.all, "all", false, "replace every match")
 			},
 			help: "Replaces --old with --new; both are required (--new '' deletes the text). The session\nmust have read the file at its current version (or pass --version V)."},
-		{name: "patch", summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
+		{name: "patch", paths: true, summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
 			},
 			help: "Applies a '*** Begin Patch' ... '*** End Patch' text. Every operation is checked\nfirst (guards and hunks); if any check fails nothing is written. Operations then run\nin order; if one fails at commit time the rest do not run and the result lists what\nwas applied (exit status 1)."},
-		{name: "mv", summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
+		{name: "mv", paths: true, summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.BoolVar(&o.createDest, "create", false, "explicit destination guard: TO must not exist")
 				fs.StringVar(&o.expectedDest, "dest-version", "", "explicit destination guard: replace TO only at version `V`")
 			},
 			help: "Publishes FROM at TO, then removes FROM. FROM is guarded like an edit (--version V),\nTO like a write (--create or --dest-version V)."},
-		{name: "rm", summary: "delete a file", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doDelete,
+		{name: "rm", paths: true, summary: "delete a file", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doDelete,
 			help: "Deletes a regular file the session has read at its current version (or pass\n--version V)."},
-		{name: "watch", summary: "print changes of a file or directory until interrupted", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doWatch,
+		{name: "watch", paths: true, summary: "print changes of a file or directory until interrupted", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doWatch,
 			help: "Prints one line per change ('modified PATH VERSION', 'removed PATH') until\ninterrupted."},
-		{name: "log", summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
+		{name: "log", paths: true, summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
 				fs.BoolVar(&o.refused, "refused", false, "only refusals: the changes the guard, the view or permissions refused")

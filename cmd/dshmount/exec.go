@@ -46,7 +46,7 @@ func runExec(ctx context.Context, args []string, sio stdio) int {
 func execWith(ctx context.Context, args []string, sio stdio, ex execer) int {
 	fs := flag.NewFlagSet("dshmount exec", flag.ContinueOnError)
 	fs.SetOutput(sio.err)
-	socket := fs.String("socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+")")
+	socket := fs.String("socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the current directory)")
 	session := fs.String("session", os.Getenv(envSession), "session to act for (default $"+envSession+"; empty: open a new one)")
 	name := fs.String("name", "", "name of the new session when --session is empty")
 	fs.Usage = func() {
@@ -81,8 +81,12 @@ Flags:
 		return exitUsage
 	}
 	if *socket == "" {
-		fmt.Fprintf(sio.err, "dshmount exec: no control socket; pass --socket PATH or set $%s\n", envSocket)
-		return exitUsage
+		p, ok := findDaemon()
+		if !ok {
+			fmt.Fprintf(sio.err, "dshmount exec: no control socket; %s\n", noSocketHelp)
+			return exitUsage
+		}
+		*socket = p.Socket
 	}
 	path, err := ex.lookPath(argv[0])
 	if err != nil {

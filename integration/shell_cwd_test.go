@@ -1,0 +1,69 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// runIn runs the dshmount binary in dir with env added to an environment
+// without DSH_SOCKET and DSH_SESSION.
+func runIn(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, dshBinary, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DSH_SOCKET=") && !strings.HasPrefix(kv, "DSH_SESSION=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Dir = dir
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// TestCLI_InsideTheMountNeedsNoSocketAndFollowsTheShell is `cd MOUNT/src &&
+// dshmount read main.go`: the daemon's registry entry names the socket, and
+// the relative path resolves against the shell's directory. exec finds the
+// daemon the same way. The entry goes away with the daemon.
+func TestCLI_InsideTheMountNeedsNoSocketAndFollowsTheShell(t *testing.T) {
+	runDir := t.TempDir()
+	t.Setenv("DSH_RUN_DIR", runDir) // the daemon inherits it
+	d := startDaemon(t, daemonOptions{Files: map[string]string{
+		"src/main.go": "package main\n", "main.go": "package root\n",
+	}})
+	reg := []string{"DSH_RUN_DIR=" + runDir}
+
+	out, stderr, code := runIn(t, d.m("src"), reg, "read", "main.go")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "package main")
+	out, stderr, code = runIn(t, filepath.Join(d.Src, "src"), reg, "stat", "main.go")
+	require.Equal(t, 0, code, stderr)
+	assert.True(t, strings.HasPrefix(out, "src/main.go: file"), "inside the workspace directory as well: %s", out)
+
+	out, stderr, code = runIn(t, d.m("src"), reg, "exec", "--", "cat", "main.go")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "package main\n", out)
+
+	d.stop()
+	_, stderr, code = runIn(t, d.Src, reg, "read", "main.go")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "no control socket", "the daemon removed its entry when it stopped")
+}
