@@ -67,3 +67,42 @@ func TestCLI_InsideTheMountNeedsNoSocketAndFollowsTheShell(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "no control socket", "the daemon removed its entry when it stopped")
 }
+
+// TestExec_RefusalsExplainedAndSessionClosedWithTheTree runs commands on the
+// mount under `dshmount exec` without --session: a write the guard refuses
+// is explained on stderr after the command fails, and the session exec
+// opened is closed only once the last process of the tree (here one left
+// running in the background) has exited.
+func TestExec_RefusalsExplainedAndSessionClosedWithTheTree(t *testing.T) {
+	runDir := t.TempDir()
+	t.Setenv("DSH_RUN_DIR", runDir)
+	d := startDaemon(t, daemonOptions{Files: map[string]string{"src/main.go": "package main\n"}})
+	reg := []string{"DSH_RUN_DIR=" + runDir}
+
+	_, stderr, code := runIn(t, d.m("src"), reg, "exec", "--name", "writer", "--", "sh", "-c", "echo x > main.go")
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, stderr, "dshmount: refused ")
+	assert.Contains(t, stderr, " src/main.go: FS_NOT_OBSERVED, ", stderr)
+	assert.Equal(t, "package main\n", readFile(t, filepath.Join(d.Src, "src/main.go")))
+
+	_, stderr, code = runIn(t, d.m("src"), reg, "exec", "--name", "background", "--",
+		"sh", "-c", "(sleep 1; cat main.go > /dev/null && touch done) >/dev/null 2>&1 &")
+	require.Equal(t, 0, code, stderr)
+	assert.FileExists(t, filepath.Join(d.Src, "src/done"), "exec returned only after the background process finished")
+	assert.NotContains(t, stderr, "refused")
+
+	st, err := d.Client.Status(testCtx(t))
+	require.NoError(t, err)
+	for _, s := range st.Sessions {
+		assert.NotEqual(t, "writer", s.Name, "the session of a finished exec is closed")
+		assert.NotEqual(t, "background", s.Name, "the session of a finished exec is closed")
+	}
+}
+
+// readFile reads a file or fails the test.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
