@@ -31,6 +31,7 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	c.opened(sess.ID)
+	s.names.opened(sess.ID, p.Name)
 	s.log.Info("session opened", "session", sess.ID, "name", p.Name, "owner", sess.Owner)
 	return SessionOpenResult{Session: sess.ID}, nil
 }
@@ -158,7 +159,7 @@ func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) 
 	for _, e := range entries {
 		res.Entries = append(res.Entries, LogEntry{
 			Seq: e.Seq, Time: e.Time, Path: e.Path, Op: e.Op,
-			Session: e.Actor.Session, Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
+			Session: e.Actor.Session, SessionName: s.names.name(e.Actor.Session), Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
 			Before: e.Before, After: e.After, To: e.To, Unconditional: e.Unconditional, Detail: e.Detail,
 			Refused: e.Refused, Reason: e.Reason, Suppressed: e.Suppressed,
 		})

@@ -369,6 +369,7 @@ type LogEntry struct {
 	Path          string            `json:"path"`
 	Op            policy.MutationOp `json:"op"`
 	Session       policy.SessionID  `json:"session,omitempty"`
+	SessionName   string            `json:"sessionName,omitempty"` // the session's name, when it has one
 	Channel       policy.Channel    `json:"channel,omitempty"`
 	PID           int32             `json:"pid,omitempty"`
 	UID           uint32            `json:"uid"`

@@ -236,7 +236,7 @@ func TestCLI_LogRefusedSessionAndSince(t *testing.T) {
 	require.Len(t, lines, 1, out)
 	assert.Contains(t, lines[0], "write")
 	assert.Contains(t, lines[0], "a.txt")
-	assert.Contains(t, lines[0], "session "+session)
+	assert.Contains(t, lines[0], "session "+session+` ("agent")`)
 	assert.Contains(t, lines[0], "REFUSED FS_NOT_OBSERVED: the file already exists and you have not read it")
 
 	code, out, stderr = env.run(t, "", "log", "--refused", "--session", session, "--json", "--socket", env.sock)
@@ -246,6 +246,7 @@ func TestCLI_LogRefusedSessionAndSince(t *testing.T) {
 	require.Len(t, res.Entries, 1)
 	refusal := res.Entries[0]
 	assert.Equal(t, policy.SessionID(session), refusal.Session)
+	assert.Equal(t, "agent", refusal.SessionName, "fs.log entries carry the session's name")
 	assert.Equal(t, "FS_NOT_OBSERVED", string(refusal.Refused))
 	assert.NotEmpty(t, refusal.Reason)
 

@@ -379,6 +379,9 @@ func doLog(ctx context.Context, e *clientEnv) error {
 			who := string(en.Channel)
 			if en.Session != "" {
 				who += " session " + string(en.Session)
+				if en.SessionName != "" {
+					who += fmt.Sprintf(" (%q)", en.SessionName)
+				}
 			}
 			if en.PID != 0 {
 				who += fmt.Sprintf(" pid %d", en.PID)
