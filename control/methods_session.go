@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -150,6 +151,22 @@ func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) 
 			return nil, err
 		}
 		q.Path = t.DisplayPath
+	}
+	f := logFilter{exclude: p.Exclude}
+	for _, u := range p.Under {
+		t, err := s.resolve(ctx, "under", u, p.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		f.under = append(f.under, t.DisplayPath)
+	}
+	for _, g := range p.Exclude {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, invalidParams("exclude: bad glob %q: %v", g, err)
+		}
+	}
+	if len(f.under) > 0 || len(f.exclude) > 0 {
+		q.Match = f.match
 	}
 	entries, err := s.store.Audit(q)
 	if err != nil {

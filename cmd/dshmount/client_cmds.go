@@ -72,6 +72,9 @@ type verbOpts struct {
 	sessionSet   bool // --session was given on the command line
 	hasNew       bool // --new was given (possibly empty)
 	cwdSet       bool // --cwd was given
+	under        stringList
+	exclude      stringList
+	git          bool
 	hasOffset    bool
 	hasLimit     bool
 	hasMaxBytes  bool

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -65,8 +67,11 @@ func clientVerbs() []clientVerb {
 				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
 				fs.BoolVar(&o.refused, "refused", false, "only refusals: the changes the guard, the view or permissions refused")
 				fs.Uint64Var(&o.since, "since", 0, "only entries after sequence number `SEQ` (the first column); with --limit, the first ones after it")
+				fs.Var(&o.under, "path", "only entries about `P` or anything below it (repeatable; relative to the shell's directory inside the mount)")
+				fs.Var(&o.exclude, "exclude", "leave out entries whose path matches `GLOB` (repeatable): '*.log' any file so named, 'build/out' that tree")
+				fs.BoolVar(&o.git, "git", false, "show the entries under .git/ directories too (hidden by default)")
 			},
-			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH. With\n--session S (given on the command line; $DSH_SESSION does not apply here) only\nS's entries. Refusals repeated within a second (the kernel retries ESTALE) are\nlogged once, the next entry counting the ones left out."},
+			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH, or with\n--path P about anything under P. Entries under .git/ directories (git's own objects,\nindex and refs) are left out unless --git is given or the path asked for is in .git.\nAn editor's save that writes a temporary file and renames it over the file shows as\none 'save' line (--json lists the entries as they are). With --session S (given on\nthe command line; $DSH_SESSION does not apply here) only S's entries. Refusals\nrepeated within a second (the kernel retries ESTALE) are logged once, the next entry\ncounting the ones left out."},
 	}
 }
 
@@ -358,6 +363,30 @@ func doWatch(ctx context.Context, e *clientEnv) error {
 	}
 }
 
+// inGit reports whether one of the paths is a .git directory or inside one.
+func inGit(paths []string) bool {
+	for _, p := range paths {
+		for c := range strings.SplitSeq(filepath.ToSlash(p), "/") {
+			if c == ".git" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+// String implements flag.Value.
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
 func doLog(ctx context.Context, e *clientEnv) error {
 	p := control.LogParams{Cwd: e.cwd, Limit: e.opts.limitLog, Since: e.opts.since}
 	if len(e.args) == 1 {
@@ -370,12 +399,19 @@ func doLog(ctx context.Context, e *clientEnv) error {
 	if e.opts.sessionSet {
 		p.Session = e.session
 	}
+	p.Under = e.opts.under
+	p.Exclude = e.opts.exclude
+	if !e.opts.git && !inGit(append([]string{p.Path}, p.Under...)) {
+		p.Exclude = append(p.Exclude, ".git")
+	}
 	res, err := e.client.Log(ctx, p)
 	if err != nil {
 		return err
 	}
 	return e.emit(res, func(w io.Writer) {
-		for _, en := range res.Entries {
+		entries := res.Entries
+		for i := 0; i < len(entries); i++ {
+			en := entries[i]
 			who := string(en.Channel)
 			if en.Session != "" {
 				who += " session " + string(en.Session)
@@ -386,13 +422,18 @@ func doLog(ctx context.Context, e *clientEnv) error {
 			if en.PID != 0 {
 				who += fmt.Sprintf(" pid %d", en.PID)
 			}
-			target := en.Path
+			op, target := string(en.Op), en.Path
 			if en.To != "" {
 				target += " -> " + en.To
 			}
 			flags := ""
+			if n := savedVia(entries, i); n > 0 {
+				op, target = "save", en.To
+				flags = fmt.Sprintf(" (written to %s, renamed over it)", en.Path)
+				i += n
+			}
 			if en.Unconditional {
-				flags = " (unconditional)"
+				flags += " (unconditional)"
 			}
 			if en.Refused != "" {
 				flags += fmt.Sprintf("  REFUSED %s: %s", en.Refused, en.Reason)
@@ -400,7 +441,33 @@ func doLog(ctx context.Context, e *clientEnv) error {
 					flags += fmt.Sprintf(" (%d more refused before, not logged)", en.Suppressed)
 				}
 			}
-			fmt.Fprintf(w, "%6d  %s  %-8s %s  by %s%s\n", en.Seq, en.Time.Local().Format("2006-01-02 15:04:05"), en.Op, target, who, flags)
+			fmt.Fprintf(w, "%6d  %s  %-8s %s  by %s%s\n", en.Seq, en.Time.Local().Format("2006-01-02 15:04:05"), op, target, who, flags)
 		}
 	})
+}
+
+// savedVia recognises an editor's save in entries (newest first): entry i
+// renames a temporary file over its destination, and the entries right
+// after it (older) create or write that temporary file for the same
+// session and channel. It returns how many such older entries belong to
+// the save (0: entry i is no save).
+func savedVia(entries []control.LogEntry, i int) int {
+	r := entries[i]
+	if r.Refused != "" || r.To == "" || (r.Op != policy.OpRename && r.Op != policy.OpMove) {
+		return 0
+	}
+	n := 0
+	for j := i + 1; j < len(entries); j++ {
+		e := entries[j]
+		if e.Refused != "" || e.Path != r.Path || e.To != "" || e.Session != r.Session || e.Channel != r.Channel {
+			break
+		}
+		switch e.Op {
+		case policy.OpCreate, policy.OpWrite, policy.OpTruncate, policy.OpSetattr:
+			n++
+			continue
+		}
+		break
+	}
+	return n
 }
