@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,34 @@ func readFile(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestUnmount_WaitsForTheDaemonAndIsLoggedAsAnUnmount: `dshmount unmount`
+// returns once the daemon has exited, and the daemon logs an unmount, not
+// a mount "removed from outside".
+func TestUnmount_WaitsForTheDaemonAndIsLoggedAsAnUnmount(t *testing.T) {
+	runDir := t.TempDir()
+	t.Setenv("DSH_RUN_DIR", runDir)
+	d := startDaemon(t, daemonOptions{})
+	pid := d.cmd.Process.Pid
+	d.Client.Close()
+	d.Client = nil
+
+	_, stderr, code := runIn(t, t.TempDir(), []string{"DSH_RUN_DIR=" + runDir}, "unmount", d.Mnt)
+	require.Equal(t, 0, code, stderr)
+	assert.True(t, exitedOrZombie(pid), "the daemon has exited when unmount returns")
+	assert.False(t, mounted(d.Mnt))
+	d.stop()
+	assert.Contains(t, d.log(), "the mount was unmounted")
+	assert.NotContains(t, d.log(), "removed from outside")
+}
+
+// exitedOrZombie reports whether pid has exited (reaped or not yet).
+func exitedOrZombie(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }

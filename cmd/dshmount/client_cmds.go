@@ -111,9 +111,9 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	fs := flag.NewFlagSet("dshmount "+v.name, flag.ContinueOnError)
 	fs.SetOutput(sio.err)
 	e := &clientEnv{io: sio}
-	fs.StringVar(&e.socket, "socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
+	fs.StringVar(&e.socket, "socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
 	var session string
-	fs.StringVar(&session, "session", os.Getenv(envSession), "session to act for (default $"+envSession+"; empty: a session private to this one call)")
+	fs.StringVar(&session, "session", "", "session to act for (default $"+envSession+"; empty: a session private to this one call)")
 	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
 	fs.BoolVar(&e.json, "json", false, "print the raw JSON result")
 	switch v.guard {
@@ -161,6 +161,12 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 		}
 	})
 	e.args = pos
+	if !e.opts.sessionSet {
+		session = os.Getenv(envSession)
+	}
+	if e.socket == "" {
+		e.socket = os.Getenv(envSocket)
+	}
 	e.session = policy.SessionID(session)
 	if len(pos) < v.minArgs || (v.maxArgs >= 0 && len(pos) > v.maxArgs) {
 		return e.report(v.name, &usageError{msg: fmt.Sprintf("expected %s; run 'dshmount %s --help'", v.synopsis, v.name)})

@@ -42,8 +42,8 @@ func runExec(ctx context.Context, args []string, sio stdio) int {
 func execWith(ctx context.Context, args []string, sio stdio, ex execer) int {
 	fs := flag.NewFlagSet("dshmount exec", flag.ContinueOnError)
 	fs.SetOutput(sio.err)
-	socket := fs.String("socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the current directory)")
-	session := fs.String("session", os.Getenv(envSession), "session to act for (default $"+envSession+"; empty: open a new one)")
+	socket := fs.String("socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the current directory)")
+	session := fs.String("session", "", "session to act for (default $"+envSession+"; empty: open a new one)")
 	name := fs.String("name", "", "name of the new session when --session is empty")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N] -- CMD [ARGS...]
@@ -76,6 +76,14 @@ Flags:
 			return exitOK
 		}
 		return exitUsage
+	}
+	sessionSet := false
+	fs.Visit(func(f *flag.Flag) { sessionSet = sessionSet || f.Name == "session" })
+	if !sessionSet {
+		*session = os.Getenv(envSession)
+	}
+	if *socket == "" {
+		*socket = os.Getenv(envSocket)
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {

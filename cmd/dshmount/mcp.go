@@ -27,7 +27,7 @@ func mcpCommand() command {
 func runMCP(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(std.err)
-	socket := fs.String("socket", os.Getenv("DSH_SOCKET"), "control socket of the daemon (default $DSH_SOCKET, else the daemon whose mount or workspace holds the current directory)")
+	socket := fs.String("socket", "", "control socket of the daemon (default $DSH_SOCKET, else the daemon whose mount or workspace holds the current directory)")
 	session := fs.String("session", "", "name of the policy session opened for this client (default \"mcp (pid N)\")")
 	cwd := fs.String("cwd", "", "workspace-relative base directory for relative paths (default: the directory it was started in when that is inside the mount or the workspace, else the workspace root)")
 	verbose := fs.Bool("v", false, "log each request to stderr")
@@ -57,6 +57,9 @@ Flags:
 	if fs.NArg() > 0 {
 		fmt.Fprintf(std.err, "dshmount mcp: unexpected argument %q; see 'dshmount mcp --help'\n", fs.Arg(0))
 		return exitUsage
+	}
+	if *socket == "" {
+		*socket = os.Getenv(envSocket)
 	}
 	cwdSet := false
 	fs.Visit(func(f *flag.Flag) { cwdSet = cwdSet || f.Name == "cwd" })

@@ -191,7 +191,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	case serveErr = <-served:
 		log.Error("control socket stopped", "err", serveErr)
 	case <-mountGone:
-		log.Warn("the mount was removed from outside; shutting down")
+		log.Info("the mount was unmounted (dshmount unmount, umount or fusermount -u); shutting down")
 	}
 	if cfg.MemProfile != "" {
 		writeHeapProfile(cfg.MemProfile, log) // before teardown: what the running daemon holds
