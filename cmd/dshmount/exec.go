@@ -10,11 +10,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
 )
 
 // execer runs the command; tests substitute it.
@@ -182,7 +184,8 @@ func afterTree(ctx context.Context, socket string, id policy.SessionID, owned bo
 		res, err := client.Log(ctx, control.LogParams{Session: id, Since: mark, Refused: &refused, Limit: control.DefaultLogLimit})
 		if err == nil {
 			for i := len(res.Entries) - 1; i >= 0; i-- {
-				fmt.Fprintln(sio.err, refusalLine(res.Entries[i]))
+				en := res.Entries[i]
+				fmt.Fprintln(sio.err, refusalLine(en, staleCause(ctx, client, en, id)))
 			}
 		}
 	}
@@ -194,13 +197,24 @@ func afterTree(ctx context.Context, socket string, id policy.SessionID, owned bo
 }
 
 // refusalLine explains one refusal for the person who ran the command:
-// "dshmount: refused write to src/main.go: FS_STALE_VERSION, reason".
-func refusalLine(en control.LogEntry) string {
+// "dshmount: refused write to src/main.go: FS_STALE_VERSION, changed since
+// you read it (by a write through the mount (pid 12), 3s ago)". cause, when
+// known, replaces the logged reason of a stale refusal.
+func refusalLine(en control.LogEntry, cause string) string {
 	target := en.Path
 	if en.To != "" {
 		target += " -> " + en.To
 	}
-	line := fmt.Sprintf("dshmount: refused %s to %s: %s, %s", en.Op, target, en.Refused, en.Reason)
+	prep := "to"
+	switch en.Op {
+	case policy.OpDelete, policy.OpUnlink, policy.OpMove, policy.OpRename:
+		prep = "of"
+	}
+	reason := en.Reason
+	if cause != "" {
+		reason = "changed since you read it (" + cause + ")"
+	}
+	line := fmt.Sprintf("dshmount: refused %s %s %s: %s, %s", en.Op, prep, target, en.Refused, reason)
 	if en.Channel == policy.ChannelMount && en.PID != 0 {
 		line += fmt.Sprintf(" (pid %d)", en.PID)
 	}
@@ -208,6 +222,26 @@ func refusalLine(en control.LogEntry) string {
 		line += fmt.Sprintf(" (and %d times more before)", en.Suppressed)
 	}
 	return line
+}
+
+// staleCause words who made the change that made a stale refusal stale:
+// the newest change of its path before it ("" when unknown or not stale).
+func staleCause(ctx context.Context, client *control.Client, en control.LogEntry, self policy.SessionID) string {
+	if en.Refused != provider.CodeStaleVersion {
+		return ""
+	}
+	changes := false
+	res, err := client.Log(ctx, control.LogParams{Path: en.Path, Refused: &changes, Limit: 20})
+	if err != nil {
+		return ""
+	}
+	for _, c := range res.Entries {
+		if c.Seq < en.Seq && c.Session != self {
+			return control.DescribeChange(control.Change{Op: c.Op, Channel: c.Channel, PID: c.PID, Session: c.Session,
+				SessionName: c.SessionName, Unconditional: c.Unconditional, Age: time.Since(c.Time)}, self)
+		}
+	}
+	return ""
 }
 
 // superviseTree starts the command as a child, as the child subreaper of

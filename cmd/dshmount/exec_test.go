@@ -116,3 +116,38 @@ func hasSession(st *control.StatusResult, id policy.SessionID) bool {
 	}
 	return false
 }
+
+// TestExec_StaleRefusalNamesWhoChangedTheFile: a stale refusal is
+// explained with the change that made it stale, in the wording the socket
+// and MCP use.
+func TestExec_StaleRefusalNamesWhoChangedTheFile(t *testing.T) {
+	env := newCLIEnv(t)
+	require.NoError(t, os.WriteFile(filepath.Join(env.root, "main.go"), []byte("package main\n"), 0o644))
+	admin, err := control.Dial(env.sock)
+	require.NoError(t, err)
+	defer admin.Close()
+	ctx := context.Background()
+	other, err := admin.OpenSession(ctx, "other")
+	require.NoError(t, err)
+	ex := execer{
+		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
+		pid:      func() int { return 4242 },
+		supervise: func(_ string, _ []string, envv []string) (int, error) {
+			mine := sessionFromEnv(envv)
+			_, err := admin.Read(ctx, control.ReadParams{Path: "main.go", Session: mine})
+			require.NoError(t, err)
+			_, err = admin.Read(ctx, control.ReadParams{Path: "main.go", Session: other})
+			require.NoError(t, err)
+			_, err = admin.Edit(ctx, control.EditParams{Path: "main.go", OldString: "main", NewString: "app", Session: other})
+			require.NoError(t, err)
+			_, err = admin.Edit(ctx, control.EditParams{Path: "main.go", OldString: "package", NewString: "pkg", Session: mine})
+			require.Error(t, err)
+			return 2, nil
+		},
+	}
+	var out, errOut bytes.Buffer
+	code := execWith(ctx, []string{"--socket", env.sock, "--", "make"}, stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut.String(), "dshmount: refused edit to main.go: FS_STALE_VERSION, changed since you read it (by an edit from session "+
+		string(other)+` ("other") over the socket, just now)`)
+}
