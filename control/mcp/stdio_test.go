@@ -140,6 +140,7 @@ func sessionNames(t *testing.T, d *testDaemon) []string {
 func TestStdio_ClosedStdinAnswersEveryRequestReadBeforeEOF(t *testing.T) {
 	d := startDaemon(t)
 	bin := buildDshmount(t, "-ldflags", "-X main.stampedVersion=v0.9.1-test")
+	before := d.sessionIDs(t)
 	input := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -173,4 +174,5 @@ func TestStdio_ClosedStdinAnswersEveryRequestReadBeforeEOF(t *testing.T) {
 		assert.Equal(t, map[float64]bool{1: true, 2: true, 3: true}, ids, "run %d: every request is answered: %s", run, stdout.String())
 		assert.Equal(t, "hello\n", d.readFile(t, "piped.txt"), "run %d: the write was carried out", run)
 	}
+	assert.Equal(t, before, d.sessionIDs(t), "each run closed the session it opened")
 }
