@@ -114,7 +114,8 @@ func readEntry(path string) (Entry, error) {
 	return e, nil
 }
 
-// List returns the entries of dir whose daemon is still running.
+// List returns the entries of dir whose daemon is still running (its
+// process exists and its socket too).
 func List(dir string) ([]Entry, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
@@ -126,6 +127,9 @@ func List(dir string) ([]Entry, error) {
 		e, err := readEntry(n)
 		if err != nil || e.PID <= 0 || e.Socket == "" || !alive(e.PID) {
 			continue
+		}
+		if _, err := os.Stat(e.Socket); err != nil {
+			continue // a reused pid: the daemon's socket is gone
 		}
 		out = append(out, e)
 	}

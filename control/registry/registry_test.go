@@ -19,11 +19,17 @@ func TestDir_Precedence(t *testing.T) {
 
 func TestRegister_FindTheInnermostLiveDaemon(t *testing.T) {
 	dir := t.TempDir()
-	outer := Entry{PID: os.Getpid(), Mount: "/mnt/ws", Source: "/src/ws", Socket: "/run/ws.sock"}
-	inner := Entry{PID: os.Getpid(), Mount: "/mnt/ws/sub", Source: "/src/sub", Socket: "/run/sub.sock"}
-	dead := Entry{PID: 1 << 30, Mount: "/mnt/dead", Source: "/src/dead", Socket: "/run/dead.sock"}
+	sock := func(name string) string {
+		p := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(p, nil, 0o600))
+		return p
+	}
+	outer := Entry{PID: os.Getpid(), Mount: "/mnt/ws", Source: "/src/ws", Socket: sock("ws.sock")}
+	inner := Entry{PID: os.Getpid(), Mount: "/mnt/ws/sub", Source: "/src/sub", Socket: sock("sub.sock")}
+	dead := Entry{PID: 1 << 30, Mount: "/mnt/dead", Source: "/src/dead", Socket: sock("dead.sock")}
+	gone := Entry{PID: os.Getpid(), Mount: "/mnt/gone", Source: "/src/gone", Socket: "/nonexistent/gone.sock"}
 	var removes []func() error
-	for _, e := range []Entry{outer, inner, dead} {
+	for _, e := range []Entry{outer, inner, dead, gone} {
 		rm, err := Register(dir, e)
 		require.NoError(t, err)
 		removes = append(removes, rm)
@@ -42,12 +48,15 @@ func TestRegister_FindTheInnermostLiveDaemon(t *testing.T) {
 	p, ok, err = Find(dir, "/mnt/ws/sub/a")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "/run/sub.sock", p.Socket, "the innermost mount wins")
+	assert.Equal(t, inner.Socket, p.Socket, "the innermost mount wins")
 	assert.Equal(t, "a", p.Rel)
 
 	_, ok, err = Find(dir, "/mnt/dead/x")
 	require.NoError(t, err)
 	assert.False(t, ok, "an entry whose daemon is gone is ignored")
+	_, ok, err = Find(dir, "/mnt/gone/x")
+	require.NoError(t, err)
+	assert.False(t, ok, "an entry whose socket is gone is ignored (a reused pid)")
 	_, ok, err = Find(dir, "/mnt/wsx")
 	require.NoError(t, err)
 	assert.False(t, ok, "a sibling with a common prefix is not inside")
@@ -58,5 +67,5 @@ func TestRegister_FindTheInnermostLiveDaemon(t *testing.T) {
 	assert.False(t, ok, "a removed entry is gone")
 	names, err := filepath.Glob(filepath.Join(dir, "*"))
 	require.NoError(t, err)
-	assert.Len(t, names, 2)
+	assert.Len(t, names, 3)
 }
