@@ -276,8 +276,11 @@ func describeFailure(verb string, args []string, cwd string, err error) (failure
 		if f.Path == "" {
 			f.Path = displayPath(cwd, args[0])
 		}
+		names := func(arg string) bool {
+			return displayPath(cwd, arg) == f.Path || (path.IsAbs(arg) && strings.HasSuffix(path.Clean(arg), "/"+f.Path))
+		}
 		side := "source"
-		if f.Path == displayPath(cwd, args[1]) && f.Path != displayPath(cwd, args[0]) {
+		if names(args[1]) && !names(args[0]) {
 			side = "destination"
 		}
 		subject = side + " " + f.Path

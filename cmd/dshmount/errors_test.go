@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/provider"
 )
 
 // openSession opens a named session with the built binary.
@@ -89,4 +92,17 @@ func TestCLI_ErrorsNameThePathAndPrintJSON(t *testing.T) {
 	f = nil
 	require.NoError(t, json.Unmarshal([]byte(out), &f), out)
 	assert.Equal(t, "FS_IO_ERROR", f["code"])
+}
+
+func TestDescribeFailure_MvNamesTheSide(t *testing.T) {
+	err := &control.RPCError{RPCCode: control.CodeFilesystem, Code: provider.CodeNotRegularFile, Path: "src/b", Message: "not a regular file"}
+	f, code, line := describeFailure("mv", []string{"a.txt", "b"}, "src", err)
+	assert.Equal(t, exitFS, code)
+	assert.Equal(t, "FS_NOT_REGULAR_FILE: destination src/b: not a regular file", line)
+	assert.Equal(t, failure{Code: provider.CodeNotRegularFile, Message: "not a regular file", Path: "src/b"}, f)
+
+	_, _, line = describeFailure("mv", []string{"/mnt/ws/src/b", "/mnt/ws/c"}, "", err)
+	assert.Equal(t, "FS_NOT_REGULAR_FILE: source src/b: not a regular file", line, "absolute paths on the mount")
+	_, _, line = describeFailure("mv", []string{"/mnt/ws/a", "/mnt/ws/src/b"}, "", err)
+	assert.Equal(t, "FS_NOT_REGULAR_FILE: destination src/b: not a regular file", line)
 }
