@@ -115,7 +115,7 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	var session string
 	fs.StringVar(&session, "session", "", "session to act for (default $"+envSession+"; empty: a session private to this one call)")
 	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
-	fs.BoolVar(&e.json, "json", false, "print the raw JSON result")
+	fs.BoolVar(&e.json, "json", false, "print the raw JSON result; on failure the object {code, message, path} (stdout, as well as the line on stderr)")
 	switch v.guard {
 	case versionOnly:
 		fs.StringVar(&e.version, "version", "", "explicit guard: act only if the file is still at version `V`")
