@@ -1,6 +1,7 @@
 # dshmount build, test and benchmark entry points.
 GO        ?= go
 BIN       := bin/dshmount
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 PKGS      := ./...
 FUZZTIME  ?= 60s
 export PATH := $(PATH):/usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin
@@ -11,7 +12,7 @@ all: build
 
 ## build: compile the dshmount binary into bin/
 build:
-	$(GO) build -o $(BIN) ./cmd/dshmount
+	$(GO) build -ldflags "-X main.stampedVersion=$(VERSION)" -o $(BIN) ./cmd/dshmount
 
 ## deps: install the Debian packages the tests drive (as root; otherwise print the apt-get line)
 deps:

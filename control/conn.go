@@ -287,10 +287,12 @@ func (c *conn) implicitSession() (policy.SessionID, error) {
 	if c.closing {
 		return "", errors.New("connection is closing")
 	}
-	sess, err := c.s.store.OpenOwnedSession(fmt.Sprintf("conn-%d", c.id), c.actor.UID)
+	name := fmt.Sprintf("conn-%d", c.id)
+	sess, err := c.s.store.OpenOwnedSession(name, c.actor.UID)
 	if err != nil {
 		return "", fmt.Errorf("open the connection's session: %w", err)
 	}
+	c.s.names.opened(sess.ID, name)
 	c.implicit = sess.ID
 	return c.implicit, nil
 }

@@ -83,7 +83,9 @@ func errorObject(err error) *ErrorObject {
 			Data: &ErrorData{Code: pe.Code, Path: pe.Path, Message: msg}}
 	}
 	if errors.Is(err, policy.ErrUnknownSession) {
-		return &ErrorObject{Code: CodeInvalidParams, Message: err.Error() + "; open one with session.open"}
+		msg := err.Error()
+		return &ErrorObject{Code: CodeInvalidParams, Message: msg,
+			Data: &ErrorData{Code: provider.CodeInvalidArgument, Message: msg}}
 	}
 	return &ErrorObject{Code: CodeInternalError, Message: err.Error()}
 }

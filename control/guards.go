@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dshmount/dshmount/policy"
@@ -107,51 +106,22 @@ func (s *Server) explain(err error, t provider.Target) error {
 	}
 	return &provider.Error{
 		Code: provider.CodeStaleVersion, Op: op, Path: t.DisplayPath, Err: err,
-		Message: fmt.Sprintf("%s changed since you read it (by %s, %s); read it again",
-			t.DisplayPath, describeWriter(rec), ago(time.Since(rec.Time))),
+		Message: fmt.Sprintf("%s changed since you read it (%s); read it again, then redo your change",
+			t.DisplayPath, DescribeChange(Change{Op: rec.Op, Channel: rec.Actor.Channel, PID: rec.Actor.PID,
+				Session: rec.Actor.Session, SessionName: s.names.name(rec.Actor.Session), Age: time.Since(rec.Time)}, "")),
 	}
 }
 
-// describeWriter names the last writer of a file for people.
-func describeWriter(rec policy.WriteRecord) string {
-	a := rec.Actor
-	op := string(rec.Op)
-	if op == "" {
-		op = "change"
+// existsOnCreate rewrites the refusal of an explicit create-if-absent
+// guard on t (noun: "the destination " or ""): the file exists, and reading it would not help, so the
+// message says that instead of advising a read. Other errors pass through.
+func existsOnCreate(err error, t provider.Target, g *WriteExpected, noun, what string) error {
+	var pe *provider.Error
+	if g == nil || g.Kind != provider.CreateIfAbsent || !errors.As(err, &pe) ||
+		pe.Code != provider.CodeNotObserved || (pe.Path != "" && pe.Path != t.DisplayPath) {
+		return err
 	}
-	article := "a"
-	if strings.ContainsRune("aeiou", rune(op[0])) {
-		article = "an"
-	}
-	s := fmt.Sprintf("%s %s", article, op)
-	switch a.Channel {
-	case policy.ChannelMount:
-		s += " through the mount"
-	case policy.ChannelSocket:
-		s += " over the control socket"
-	case policy.ChannelMCP:
-		s += " over MCP"
-	}
-	switch {
-	case a.Session != "" && a.PID != 0:
-		s += fmt.Sprintf(", session %s, pid %d", a.Session, a.PID)
-	case a.Session != "":
-		s += fmt.Sprintf(", session %s", a.Session)
-	case a.PID != 0:
-		s += fmt.Sprintf(", pid %d", a.PID)
-	}
-	return s
-}
-
-// ago renders a duration as "3s ago".
-func ago(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return "less than a second ago"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds ago", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%s ago", d.Round(time.Minute))
+	return &provider.Error{Code: pe.Code, Op: pe.Op, Path: t.DisplayPath, Err: err,
+		Message: fmt.Sprintf("%s%s already exists, and %s was guarded to create it; choose another name, or guard with its current version to replace it",
+			noun, t.DisplayPath, what)}
 }

@@ -125,6 +125,7 @@ func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (an
 		return nil, err
 	}
 	out, err := s.engine.Write(ctx, a, t, p.Content, g)
+	err = existsOnCreate(err, t, p.Expected, "", "the write")
 	if err := s.mutationDone("write", t, err); err != nil {
 		return nil, err
 	}
@@ -208,6 +209,7 @@ func (s *Server) move(ctx context.Context, c *conn, params json.RawMessage) (any
 		return nil, s.refusedEarly(a, policy.OpMove, p.To, err)
 	}
 	out, err := s.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
+	err = existsOnCreate(err, dst, p.ExpectedDestination, "the destination ", "the move")
 	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	c.opened(sess.ID)
+	s.names.opened(sess.ID, p.Name)
 	s.log.Info("session opened", "session", sess.ID, "name", p.Name, "owner", sess.Owner)
 	return SessionOpenResult{Session: sess.ID}, nil
 }
@@ -150,6 +152,22 @@ func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) 
 		}
 		q.Path = t.DisplayPath
 	}
+	f := logFilter{exclude: p.Exclude}
+	for _, u := range p.Under {
+		t, err := s.resolve(ctx, "under", u, p.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		f.under = append(f.under, t.DisplayPath)
+	}
+	for _, g := range p.Exclude {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, invalidParams("exclude: bad glob %q: %v", g, err)
+		}
+	}
+	if len(f.under) > 0 || len(f.exclude) > 0 {
+		q.Match = f.match
+	}
 	entries, err := s.store.Audit(q)
 	if err != nil {
 		return nil, fmt.Errorf("read the audit log: %w", err)
@@ -158,7 +176,7 @@ func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) 
 	for _, e := range entries {
 		res.Entries = append(res.Entries, LogEntry{
 			Seq: e.Seq, Time: e.Time, Path: e.Path, Op: e.Op,
-			Session: e.Actor.Session, Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
+			Session: e.Actor.Session, SessionName: s.names.name(e.Actor.Session), Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
 			Before: e.Before, After: e.After, To: e.To, Unconditional: e.Unconditional, Detail: e.Detail,
 			Refused: e.Refused, Reason: e.Reason, Suppressed: e.Suppressed,
 		})

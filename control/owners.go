@@ -22,12 +22,20 @@ func (s *Server) mayUse(uid uint32, sess policy.Session) bool {
 func (c *conn) ownedSession(id policy.SessionID) (policy.Session, error) {
 	sess, ok := c.s.store.Session(id)
 	if !ok {
-		return policy.Session{}, invalidParams("unknown session %s; open one with session.open", id)
+		return policy.Session{}, unknownSession(id)
 	}
 	if !c.s.mayUse(c.actor.UID, sess) {
 		return policy.Session{}, &provider.Error{Code: provider.CodePermissionDenied, Op: "session",
-			Message: fmt.Sprintf("session %s belongs to uid %d, not to you (uid %d); open your own with session.open",
+			Message: fmt.Sprintf("session %s belongs to uid %d, not to you (uid %d); open a session of your own",
 				id, sess.Owner, c.actor.UID)}
 	}
 	return sess, nil
+}
+
+// unknownSession is the FS_INVALID_ARGUMENT error for a session id the
+// daemon does not know: never opened, or closed since.
+func unknownSession(id policy.SessionID) error {
+	msg := fmt.Sprintf("unknown session %s: it was never opened or has been closed; open a new session", id)
+	return &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: msg,
+		Data: &ErrorData{Code: provider.CodeInvalidArgument, Message: msg}}}
 }

@@ -357,6 +357,13 @@ type LogParams struct {
 	Refused *bool            `json:"refused,omitempty"`
 	Session policy.SessionID `json:"session,omitempty"`
 	Since   uint64           `json:"since,omitempty"`
+	// Under keeps the entries about these paths or anything below them
+	// (relative to Cwd).
+	Under []string `json:"under,omitempty"`
+	// Exclude drops the entries whose path matches one of these globs: a
+	// glob without a slash matches any path component (".git", "*.log"),
+	// one with a slash the path or a directory leading to it.
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 // LogEntry is one audit entry: a change, or a refused attempt at one
@@ -369,6 +376,7 @@ type LogEntry struct {
 	Path          string            `json:"path"`
 	Op            policy.MutationOp `json:"op"`
 	Session       policy.SessionID  `json:"session,omitempty"`
+	SessionName   string            `json:"sessionName,omitempty"` // the session's name, when it has one
 	Channel       policy.Channel    `json:"channel,omitempty"`
 	PID           int32             `json:"pid,omitempty"`
 	UID           uint32            `json:"uid"`

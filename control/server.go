@@ -121,6 +121,7 @@ type Server struct {
 	log     *slog.Logger
 	engine  *policy.Engine
 	store   *policy.Store
+	names   *sessionNames // names of the sessions opened here, closed ones included
 	fs      provider.FileSystem
 	uid     uint32
 	self    *creds // the daemon's filesystem credentials, restored after a peer's request
@@ -195,6 +196,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log:      cfg.Logger.With("component", "control"),
 		engine:   cfg.Engine,
 		store:    cfg.Engine.Store(),
+		names:    newSessionNames(cfg.Engine.Store()),
 		fs:       cfg.Engine.FS(),
 		uid:      uint32(os.Getuid()),
 		started:  time.Now(),

@@ -81,7 +81,8 @@ func TestSession_OpenBindClose(t *testing.T) {
 	var re *RPCError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, CodeInvalidParams, re.RPCCode)
-	assert.Equal(t, "unknown session nope; open one with session.open", re.Message)
+	assert.Equal(t, provider.CodeInvalidArgument, re.Code)
+	assert.Equal(t, "unknown session nope: it was never opened or has been closed; open a new session", re.Message)
 
 	require.NoError(t, c.CloseSession(ctx, id))
 	_, ok = env.store.Session(id)
@@ -109,7 +110,8 @@ func TestSession_UnknownSessionOnMutation(t *testing.T) {
 	var re *RPCError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, CodeInvalidParams, re.RPCCode)
-	assert.Equal(t, "unknown session ghost; open one with session.open", re.Message)
+	assert.Equal(t, provider.CodeInvalidArgument, re.Code)
+	assert.Equal(t, "unknown session ghost: it was never opened or has been closed; open a new session", re.Message)
 	_, exists := env.content(t, "a.txt")
 	assert.False(t, exists)
 }
@@ -285,9 +287,11 @@ func TestEdit_StaleNamesLastWriter(t *testing.T) {
 	c := env.client(t)
 	other := env.client(t)
 	ctx := context.Background()
-	mine, theirs := mustSession(t, c), mustSession(t, other)
+	mine := mustSession(t, c)
+	theirs, err := other.OpenSession(ctx, "other-agent")
+	require.NoError(t, err)
 
-	_, err := c.Read(ctx, ReadParams{Path: "src/a.go", Session: mine})
+	_, err = c.Read(ctx, ReadParams{Path: "src/a.go", Session: mine})
 	require.NoError(t, err)
 	_, err = other.Read(ctx, ReadParams{Path: "src/a.go", Session: theirs})
 	require.NoError(t, err)
@@ -297,8 +301,8 @@ func TestEdit_StaleNamesLastWriter(t *testing.T) {
 	_, err = c.Edit(ctx, EditParams{Path: "src/a.go", OldString: "package", NewString: "pkg", Session: mine})
 	re := requireFS(t, err, provider.CodeStaleVersion)
 	assert.True(t, errors.Is(err, provider.ErrStaleVersion), "client errors unwrap to provider errors")
-	assert.Contains(t, re.Message, "src/a.go changed since you read it (by an edit over the control socket, session "+string(theirs))
-	assert.True(t, strings.HasSuffix(re.Message, "; read it again"), re.Message)
+	assert.Equal(t, "src/a.go changed since you read it (by an edit from session "+string(theirs)+` ("other-agent") over the socket, just now); read it again, then redo your change`,
+		re.Message, "the wording MCP uses too, with the session's name")
 	assert.Equal(t, "src/a.go", re.Path)
 }
 

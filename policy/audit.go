@@ -59,6 +59,9 @@ type AuditQuery struct {
 	// OnlyUID, when set, keeps the entries whose actor ran as that uid (a
 	// socket peer of another uid sees only its own).
 	OnlyUID *uint32
+	// Match, when set, must hold as well (a caller's own filter, e.g. path
+	// prefixes and globs); Limit counts the entries that pass it.
+	Match func(AuditEntry) bool
 }
 
 // AuditKind selects changes, refusals or both in an AuditQuery.
@@ -84,6 +87,8 @@ func (q AuditQuery) matches(e AuditEntry) bool {
 	case q.Kind == AuditRefusals && !e.IsRefusal():
 		return false
 	case q.Kind == AuditChanges && e.IsRefusal():
+		return false
+	case q.Match != nil && !q.Match(e):
 		return false
 	}
 	return true

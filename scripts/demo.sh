@@ -12,7 +12,20 @@ mkdir -p "$mnt"
 export DSH_SOCKET=$state/run/control.sock
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
+# quote prints one argument as a shell would need it typed.
+quote() {
+  case $1 in
+    '' | *[!A-Za-z0-9_./=:@%+,-]*) printf "'%s'" "${1//\'/\'\\\'\'}" ;;
+    *) printf '%s' "$1" ;;
+  esac
+}
+# show prints a command with its quoting, then runs it.
+show() {
+  local sep='$'
+  for a in "$@"; do printf '%s ' "$sep"; quote "$a"; sep=''; done
+  printf '\n'
+  "$@"
+}
 
 cleanup() {
   if [ -n "${serve_pid:-}" ] && kill -0 "$serve_pid" 2>/dev/null; then
@@ -53,7 +66,7 @@ show python3 "$mnt/src/greet.py"
 
 step "The agent's next edit still rests on the version it saw: refused"
 set +e
-"$BIN" edit src/greet.py --old '"world"' --new '"dshmount"'
+show "$BIN" edit src/greet.py --old '"world"' --new '"dshmount"'
 code=$?
 set -e
 echo "exit status: $code (1 = filesystem error)"

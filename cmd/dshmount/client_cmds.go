@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
@@ -50,7 +51,8 @@ type clientVerb struct {
 	help          string // longer explanation
 	guard         guardFlags
 	minArgs       int
-	maxArgs       int // -1: any
+	maxArgs       int  // -1: any
+	paths         bool // takes workspace paths, resolved against the shell's directory
 	flags         func(fs *flag.FlagSet, o *verbOpts)
 	do            func(ctx context.Context, e *clientEnv) error
 }
@@ -68,6 +70,11 @@ type verbOpts struct {
 	refused      bool
 	since        uint64
 	sessionSet   bool // --session was given on the command line
+	hasNew       bool // --new was given (possibly empty)
+	cwdSet       bool // --cwd was given
+	under        stringList
+	exclude      stringList
+	git          bool
 	hasOffset    bool
 	hasLimit     bool
 	hasMaxBytes  bool
@@ -91,7 +98,10 @@ type clientEnv struct {
 }
 
 // usageError is a bad invocation (exit 2).
-type usageError struct{ msg string }
+type usageError struct {
+	msg  string
+	code provider.Code // reported with --json; "" means FS_INVALID_ARGUMENT
+}
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -101,11 +111,11 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	fs := flag.NewFlagSet("dshmount "+v.name, flag.ContinueOnError)
 	fs.SetOutput(sio.err)
 	e := &clientEnv{io: sio}
-	fs.StringVar(&e.socket, "socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+")")
+	fs.StringVar(&e.socket, "socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
 	var session string
-	fs.StringVar(&session, "session", os.Getenv(envSession), "session to act for (default $"+envSession+"; empty: a session private to this one call)")
-	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against")
-	fs.BoolVar(&e.json, "json", false, "print the raw JSON result")
+	fs.StringVar(&session, "session", "", "session to act for (default $"+envSession+"; empty: a session private to this one call)")
+	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
+	fs.BoolVar(&e.json, "json", false, "print the raw JSON result; on failure the object {code, message, path} (stdout, as well as the line on stderr)")
 	switch v.guard {
 	case versionOnly:
 		fs.StringVar(&e.version, "version", "", "explicit guard: act only if the file is still at version `V`")
@@ -144,65 +154,153 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 			e.opts.hasMaxBytes = true
 		case "session":
 			e.opts.sessionSet = true
+		case "new":
+			e.opts.hasNew = true
+		case "cwd":
+			e.opts.cwdSet = true
 		}
 	})
 	e.args = pos
-	e.session = policy.SessionID(session)
-	if len(pos) < v.minArgs || (v.maxArgs >= 0 && len(pos) > v.maxArgs) {
-		fmt.Fprintf(sio.err, "dshmount %s: expected %s; run 'dshmount %s --help'\n", v.name, v.synopsis, v.name)
-		return exitUsage
-	}
-	if (e.version != "" || e.create) && e.unconditional {
-		fmt.Fprintf(sio.err, "dshmount %s: --unconditional excludes --version and --create\n", v.name)
-		return exitUsage
-	}
-	if e.version != "" && e.create {
-		fmt.Fprintf(sio.err, "dshmount %s: --version and --create exclude each other\n", v.name)
-		return exitUsage
+	if !e.opts.sessionSet {
+		session = os.Getenv(envSession)
 	}
 	if e.socket == "" {
-		fmt.Fprintf(sio.err, "dshmount %s: no control socket; pass --socket PATH or set $%s\n", v.name, envSocket)
-		return exitUsage
+		e.socket = os.Getenv(envSocket)
+	}
+	e.session = policy.SessionID(session)
+	if len(pos) < v.minArgs || (v.maxArgs >= 0 && len(pos) > v.maxArgs) {
+		return e.report(v.name, &usageError{msg: fmt.Sprintf("expected %s; run 'dshmount %s --help'", v.synopsis, v.name)})
+	}
+	if (e.version != "" || e.create) && e.unconditional {
+		return e.report(v.name, &usageError{msg: "--unconditional excludes --version and --create"})
+	}
+	if e.version != "" && e.create {
+		return e.report(v.name, &usageError{msg: "--version and --create exclude each other"})
+	}
+	placed := false // e.cwd is where the shell is
+	if e.socket == "" {
+		p, ok := findDaemon()
+		if !ok {
+			return e.report(v.name, &usageError{msg: "no control socket; " + noSocketHelp})
+		}
+		e.socket = p.Socket
+		if !e.opts.cwdSet {
+			e.cwd, placed = p.Rel, true
+		}
 	}
 	client, err := control.DialContext(ctx, e.socket)
 	if err != nil {
-		fmt.Fprintf(sio.err, "dshmount %s: %v\n", v.name, err)
-		return exitUsage
+		return e.report(v.name, &usageError{msg: err.Error(), code: provider.CodeIOError})
 	}
 	defer client.Close()
 	e.client = client
-	return reportError(v.name, v.do(ctx, e), sio.err)
+	if !e.opts.cwdSet && !placed && v.paths {
+		e.cwd = shellCwd(ctx, client, e.socket)
+	}
+	return e.report(v.name, v.do(ctx, e))
 }
 
-// reportError prints err and returns the exit status it maps to.
-func reportError(verb string, err error, stderr io.Writer) int {
-	if err == nil {
+// failure is an error as the CLI reports it: with --json, this object is
+// printed on stdout.
+type failure struct {
+	// Code is the FS_… code; FS_INVALID_ARGUMENT for a bad invocation,
+	// FS_IO_ERROR when the daemon cannot be reached.
+	Code provider.Code `json:"code"`
+	// Message says what happened and what to do next.
+	Message string `json:"message"`
+	// Path is the workspace path the error concerns ("" when none).
+	Path string `json:"path"`
+}
+
+// report prints err (stderr, and with --json the failure object on stdout)
+// and returns the exit status it maps to.
+func (e *clientEnv) report(verb string, err error) int {
+	if err == nil || errors.Is(err, context.Canceled) {
 		return exitOK
 	}
+	f, code, line := describeFailure(verb, e.args, e.cwd, err)
+	fmt.Fprintln(e.io.err, line)
+	if e.json {
+		enc := json.NewEncoder(e.io.out)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(f)
+	}
+	return code
+}
+
+// reportError prints err for a command without a client environment and
+// returns the exit status it maps to.
+func reportError(verb string, err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return exitOK
+	}
+	_, code, line := describeFailure(verb, nil, "", err)
+	fmt.Fprintln(stderr, line)
+	return code
+}
+
+// describeFailure maps err to the failure object, the exit status and the
+// line for stderr: "FS_CODE: PATH: message" for a filesystem error (for
+// mv, "source PATH" or "destination PATH"), "dshmount VERB: message" for a
+// bad invocation or an unreachable daemon.
+func describeFailure(verb string, args []string, cwd string, err error) (failure, int, string) {
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "dshmount %s: %s\n", verb, ue.msg)
-		return exitUsage
-	}
-	var re *control.RPCError
-	if errors.As(err, &re) {
-		if re.RPCCode == control.CodeFilesystem && re.Code != "" {
-			fmt.Fprintf(stderr, "%s: %s\n", re.Code, re.Message)
-			return exitFS
+		code := ue.code
+		if code == "" {
+			code = provider.CodeInvalidArgument
 		}
-		fmt.Fprintf(stderr, "dshmount %s: %s\n", verb, re.Message)
-		return exitUsage
+		return failure{Code: code, Message: ue.msg}, exitUsage, fmt.Sprintf("dshmount %s: %s", verb, ue.msg)
 	}
+	var f failure
+	exit := exitFS
+	var re *control.RPCError
 	var fe *fsFailure
-	if errors.As(err, &fe) {
-		fmt.Fprintf(stderr, "%s: %s\n", fe.code, fe.msg)
-		return exitFS
+	switch {
+	case errors.As(err, &re) && re.Code != "":
+		f = failure{Code: re.Code, Message: re.Message, Path: re.Path}
+		if re.RPCCode != control.CodeFilesystem {
+			exit = exitUsage // invalid params: the invocation was wrong
+		}
+	case errors.As(err, &re):
+		return failure{Code: provider.CodeInvalidArgument, Message: re.Message}, exitUsage,
+			fmt.Sprintf("dshmount %s: %s", verb, re.Message)
+	case errors.As(err, &fe):
+		f = failure{Code: fe.code, Message: fe.msg, Path: fe.path}
+	default:
+		return failure{Code: provider.CodeIOError, Message: err.Error()}, exitUsage, fmt.Sprintf("dshmount %s: %v", verb, err)
 	}
-	if errors.Is(err, context.Canceled) {
-		return exitOK
+	subject := f.Path
+	switch {
+	case verb == "mv" && len(args) == 2:
+		if f.Path == "" {
+			f.Path = displayPath(cwd, args[0])
+		}
+		names := func(arg string) bool {
+			return displayPath(cwd, arg) == f.Path || (path.IsAbs(arg) && strings.HasSuffix(path.Clean(arg), "/"+f.Path))
+		}
+		side := "source"
+		if names(args[1]) && !names(args[0]) {
+			side = "destination"
+		}
+		subject = side + " " + f.Path
+	case f.Path == "" && len(args) > 0 && verb != "session" && verb != "patch" && f.Code != provider.CodeInvalidArgument:
+		f.Path = displayPath(cwd, args[0])
+		subject = f.Path
 	}
-	fmt.Fprintf(stderr, "dshmount %s: %v\n", verb, err)
-	return exitUsage
+	if subject == "" || strings.Contains(f.Message, subject) {
+		return f, exit, fmt.Sprintf("%s: %s", f.Code, f.Message)
+	}
+	return f, exit, fmt.Sprintf("%s: %s: %s", f.Code, subject, f.Message)
+}
+
+// displayPath is how the daemon names arg resolved against the
+// workspace-relative cwd: slash-separated and cleaned.
+func displayPath(cwd, arg string) string {
+	if strings.HasPrefix(arg, "/") {
+		return path.Clean(arg)
+	}
+	return path.Clean(path.Join(cwd, arg))
 }
 
 // fsFailure is a filesystem failure reported inside a successful result
@@ -210,6 +308,7 @@ func reportError(verb string, err error, stderr io.Writer) int {
 type fsFailure struct {
 	code provider.Code
 	msg  string
+	path string
 }
 
 func (e *fsFailure) Error() string { return string(e.code) + ": " + e.msg }

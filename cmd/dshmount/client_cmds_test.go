@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -46,6 +45,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	t.Setenv(envSocket, "")
 	t.Setenv(envSession, "")
+	t.Setenv(envRunDir, t.TempDir())
 	root := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
@@ -186,32 +186,22 @@ func TestCLI_JSONAndPatchAndLog(t *testing.T) {
 	assert.Contains(t, stderr, "invalid patch at line")
 }
 
-func TestExec_BindsOwnPidThenExecsWithSessionEnv(t *testing.T) {
+func TestExec_BindsOwnPidThenRunsTheCommandWithSessionEnv(t *testing.T) {
 	env := newCLIEnv(t)
 	var gotPath string
 	var gotArgv, gotEnv []string
 	ex := execer{
 		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
-		exec: func(path string, argv, envv []string) error {
+		pid:      func() int { return 31337 },
+		supervise: func(path string, argv, envv []string) (int, error) {
 			gotPath, gotArgv, gotEnv = path, argv, envv
-			return nil
-		},
-		pid: func() int { return 31337 },
-		// The daemon moved the process to a binding cgroup.
-		cgroup: func() string {
-			env.binder.mu.Lock()
-			defer env.binder.mu.Unlock()
-			return fmt.Sprintf("/dshmount/%d", len(env.binder.binds))
-		},
-		supervise: func(string, []string, []string) (int, error) {
-			t.Error("a process moved to a binding cgroup is replaced by the command, not supervised")
-			return 0, nil
+			return 7, nil
 		},
 	}
 	var out, errOut bytes.Buffer
-	code := execWith(context.Background(), []string{"--socket", env.sock, "--name", "tool", "--", "make", "-j2"},
+	code := execWith(context.Background(), []string{"--socket", env.sock, "--session", "", "--name", "tool", "--", "make", "-j2"},
 		stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
-	require.Equal(t, exitOK, code, errOut.String())
+	assert.Equal(t, 7, code, "the command's exit status: %s", errOut.String())
 	assert.Equal(t, "/usr/bin/make", gotPath)
 	assert.Equal(t, []string{"make", "-j2"}, gotArgv)
 	env.binder.mu.Lock()
@@ -223,33 +213,6 @@ func TestExec_BindsOwnPidThenExecsWithSessionEnv(t *testing.T) {
 		assert.Contains(t, errOut.String(), "session "+string(session))
 	}
 	assert.Contains(t, gotEnv, envSocket+"="+env.sock)
-}
-
-// TestExec_WithoutABindingCgroupSupervisesTheTree pins the fallback: when the
-// bind left the process in its cgroup (no writable cgroup v2), exec runs the
-// command as a supervised child (the subreaper of its tree) and returns its
-// exit code instead of replacing itself.
-func TestExec_WithoutABindingCgroupSupervisesTheTree(t *testing.T) {
-	env := newCLIEnv(t)
-	var supervised []string
-	ex := execer{
-		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
-		exec: func(string, []string, []string) error {
-			t.Error("without a binding cgroup exec must not replace itself")
-			return nil
-		},
-		pid:    func() int { return 31337 },
-		cgroup: func() string { return "/user.slice" },
-		supervise: func(path string, argv, envv []string) (int, error) {
-			supervised = append([]string{path}, argv...)
-			return 7, nil
-		},
-	}
-	var out, errOut bytes.Buffer
-	code := execWith(context.Background(), []string{"--socket", env.sock, "--", "make", "-j2"},
-		stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
-	assert.Equal(t, 7, code, errOut.String())
-	assert.Equal(t, []string{"/usr/bin/make", "make", "-j2"}, supervised)
 }
 
 func TestCLI_LogRefusedSessionAndSince(t *testing.T) {
@@ -273,7 +236,7 @@ func TestCLI_LogRefusedSessionAndSince(t *testing.T) {
 	require.Len(t, lines, 1, out)
 	assert.Contains(t, lines[0], "write")
 	assert.Contains(t, lines[0], "a.txt")
-	assert.Contains(t, lines[0], "session "+session)
+	assert.Contains(t, lines[0], "session "+session+` ("agent")`)
 	assert.Contains(t, lines[0], "REFUSED FS_NOT_OBSERVED: the file already exists and you have not read it")
 
 	code, out, stderr = env.run(t, "", "log", "--refused", "--session", session, "--json", "--socket", env.sock)
@@ -283,6 +246,7 @@ func TestCLI_LogRefusedSessionAndSince(t *testing.T) {
 	require.Len(t, res.Entries, 1)
 	refusal := res.Entries[0]
 	assert.Equal(t, policy.SessionID(session), refusal.Session)
+	assert.Equal(t, "agent", refusal.SessionName, "fs.log entries carry the session's name")
 	assert.Equal(t, "FS_NOT_OBSERVED", string(refusal.Refused))
 	assert.NotEmpty(t, refusal.Reason)
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -25,48 +27,51 @@ func clientVerbs() []clientVerb {
 			synopsis: "open [--name N] | close ID", minArgs: 1, maxArgs: 2, do: doSession,
 			flags: func(fs *flag.FlagSet, o *verbOpts) { fs.StringVar(&o.name, "name", "", "a name for people (open)") },
 			help:  "A session owns what it has read: a guarded write, edit or delete needs the session to\nhave read the current version. 'open' prints the new session id; pass it as --session\n(or export DSH_SESSION) to the other verbs so their reads authorize later edits."},
-		{name: "stat", summary: "show a file's type, size and version", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doStat,
+		{name: "stat", paths: true, summary: "show a file's type, size and version", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doStat,
 			help: "Shows metadata (never content) and records the session's observation of the file:\npresent at its version, or absent."},
-		{name: "ls", summary: "list a directory", synopsis: "[PATH]", maxArgs: 1, do: doList,
+		{name: "ls", paths: true, summary: "list a directory", synopsis: "[PATH]", maxArgs: 1, do: doList,
 			help: "Lists the direct children of a directory (default: the workspace root) in name order."},
-		{name: "read", summary: "print a window of a file's lines, numbered", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doRead,
+		{name: "read", paths: true, summary: "print a window of a file's lines, numbered", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doRead,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.offset, "offset", 1, "1-based first line")
 				fs.IntVar(&o.limit, "limit", control.DefaultReadLimit, "number of lines")
 				fs.Int64Var(&o.maxBytes, "max-bytes", control.DefaultReadMaxBytes, "cap on the bytes of returned text")
 			},
 			help: "Prints the lines like 'cat -n', then a footer 'lines A-B of N, version V'. The read\nrecords the session's observation, which authorizes a later guarded write or edit of\nthe same version."},
-		{name: "write", summary: "write a whole file from stdin", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: writeGuard, do: doWrite,
+		{name: "write", paths: true, summary: "write a whole file from stdin", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: writeGuard, do: doWrite,
 			help: "Creates or replaces PATH with the text read from stdin. Without a guard flag the\nsession's observation decides: unseen or absent creates only if the file does not\nexist; a read file is replaced only if it is still at the version read."},
-		{name: "edit", summary: "replace a literal string in a file", synopsis: "PATH --old TEXT --new TEXT", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doEdit,
+		{name: "edit", paths: true, summary: "replace a literal string in a file", synopsis: "PATH --old TEXT --new TEXT", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doEdit,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.old, "old", "", "literal text to replace (must match exactly once unless --all)")
-				fs.StringVar(&o.new, "new", "", "replacement text (empty deletes)")
+				fs.StringVar(&o.new, "new", "", "replacement text; required (--new '' deletes)")
 				fs.BoolVar(&o.all, "all", false, "replace every match")
 			},
-			help: "Replaces --old with --new. The session must have read the file at its current\nversion (or pass --version V)."},
-		{name: "patch", summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
+			help: "Replaces --old with --new; both are required (--new '' deletes the text). The session\nmust have read the file at its current version (or pass --version V)."},
+		{name: "patch", paths: true, summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
 			},
 			help: "Applies a '*** Begin Patch' ... '*** End Patch' text. Every operation is checked\nfirst (guards and hunks); if any check fails nothing is written. Operations then run\nin order; if one fails at commit time the rest do not run and the result lists what\nwas applied (exit status 1)."},
-		{name: "mv", summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
+		{name: "mv", paths: true, summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.BoolVar(&o.createDest, "create", false, "explicit destination guard: TO must not exist")
 				fs.StringVar(&o.expectedDest, "dest-version", "", "explicit destination guard: replace TO only at version `V`")
 			},
 			help: "Publishes FROM at TO, then removes FROM. FROM is guarded like an edit (--version V),\nTO like a write (--create or --dest-version V)."},
-		{name: "rm", summary: "delete a file", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doDelete,
+		{name: "rm", paths: true, summary: "delete a file", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doDelete,
 			help: "Deletes a regular file the session has read at its current version (or pass\n--version V)."},
-		{name: "watch", summary: "print changes of a file or directory until interrupted", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doWatch,
+		{name: "watch", paths: true, summary: "print changes of a file or directory until interrupted", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doWatch,
 			help: "Prints one line per change ('modified PATH VERSION', 'removed PATH') until\ninterrupted."},
-		{name: "log", summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
+		{name: "log", paths: true, summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
 				fs.BoolVar(&o.refused, "refused", false, "only refusals: the changes the guard, the view or permissions refused")
 				fs.Uint64Var(&o.since, "since", 0, "only entries after sequence number `SEQ` (the first column); with --limit, the first ones after it")
+				fs.Var(&o.under, "path", "only entries about `P` or anything below it (repeatable; relative to the shell's directory inside the mount)")
+				fs.Var(&o.exclude, "exclude", "leave out entries whose path matches `GLOB` (repeatable): '*.log' any file so named, 'build/out' that tree")
+				fs.BoolVar(&o.git, "git", false, "show the entries under .git/ directories too (hidden by default)")
 			},
-			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH. With\n--session S (given on the command line; $DSH_SESSION does not apply here) only\nS's entries. Refusals repeated within a second (the kernel retries ESTALE) are\nlogged once, the next entry counting the ones left out."},
+			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH, or with\n--path P about anything under P. Entries under .git/ directories (git's own objects,\nindex and refs) are left out unless --git is given or the path asked for is in .git.\nAn editor's save that writes a temporary file and renames it over the file shows as\none 'save' line (--json lists the entries as they are). With --session S (given on\nthe command line; $DSH_SESSION does not apply here) only S's entries. Refusals\nrepeated within a second (the kernel retries ESTALE) are logged once, the next entry\ncounting the ones left out."},
 	}
 }
 
@@ -235,6 +240,9 @@ func doEdit(ctx context.Context, e *clientEnv) error {
 	if e.opts.old == "" {
 		return &usageError{msg: "--old is required (the literal text to replace)"}
 	}
+	if !e.opts.hasNew {
+		return &usageError{msg: "--new is required (the replacement text; --new '' deletes the --old text)"}
+	}
 	res, err := e.client.Edit(ctx, control.EditParams{Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
 		ReplaceAll: e.opts.all, Cwd: e.cwd, Session: e.session, Expected: e.versionExpected(), Unconditional: e.unconditional})
 	if err != nil {
@@ -355,6 +363,30 @@ func doWatch(ctx context.Context, e *clientEnv) error {
 	}
 }
 
+// inGit reports whether one of the paths is a .git directory or inside one.
+func inGit(paths []string) bool {
+	for _, p := range paths {
+		for c := range strings.SplitSeq(filepath.ToSlash(p), "/") {
+			if c == ".git" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+// String implements flag.Value.
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
 func doLog(ctx context.Context, e *clientEnv) error {
 	p := control.LogParams{Cwd: e.cwd, Limit: e.opts.limitLog, Since: e.opts.since}
 	if len(e.args) == 1 {
@@ -367,26 +399,41 @@ func doLog(ctx context.Context, e *clientEnv) error {
 	if e.opts.sessionSet {
 		p.Session = e.session
 	}
+	p.Under = e.opts.under
+	p.Exclude = e.opts.exclude
+	if !e.opts.git && !inGit(append([]string{p.Path}, p.Under...)) {
+		p.Exclude = append(p.Exclude, ".git")
+	}
 	res, err := e.client.Log(ctx, p)
 	if err != nil {
 		return err
 	}
 	return e.emit(res, func(w io.Writer) {
-		for _, en := range res.Entries {
+		entries := res.Entries
+		for i := 0; i < len(entries); i++ {
+			en := entries[i]
 			who := string(en.Channel)
 			if en.Session != "" {
 				who += " session " + string(en.Session)
+				if en.SessionName != "" {
+					who += fmt.Sprintf(" (%q)", en.SessionName)
+				}
 			}
 			if en.PID != 0 {
 				who += fmt.Sprintf(" pid %d", en.PID)
 			}
-			target := en.Path
+			op, target := string(en.Op), en.Path
 			if en.To != "" {
 				target += " -> " + en.To
 			}
 			flags := ""
+			if n := savedVia(entries, i); n > 0 {
+				op, target = "save", en.To
+				flags = fmt.Sprintf(" (written to %s, renamed over it)", en.Path)
+				i += n
+			}
 			if en.Unconditional {
-				flags = " (unconditional)"
+				flags += " (unconditional)"
 			}
 			if en.Refused != "" {
 				flags += fmt.Sprintf("  REFUSED %s: %s", en.Refused, en.Reason)
@@ -394,7 +441,33 @@ func doLog(ctx context.Context, e *clientEnv) error {
 					flags += fmt.Sprintf(" (%d more refused before, not logged)", en.Suppressed)
 				}
 			}
-			fmt.Fprintf(w, "%6d  %s  %-8s %s  by %s%s\n", en.Seq, en.Time.Local().Format("2006-01-02 15:04:05"), en.Op, target, who, flags)
+			fmt.Fprintf(w, "%6d  %s  %-8s %s  by %s%s\n", en.Seq, en.Time.Local().Format("2006-01-02 15:04:05"), op, target, who, flags)
 		}
 	})
+}
+
+// savedVia recognises an editor's save in entries (newest first): entry i
+// renames a temporary file over its destination, and the entries right
+// after it (older) create or write that temporary file for the same
+// session and channel. It returns how many such older entries belong to
+// the save (0: entry i is no save).
+func savedVia(entries []control.LogEntry, i int) int {
+	r := entries[i]
+	if r.Refused != "" || r.To == "" || (r.Op != policy.OpRename && r.Op != policy.OpMove) {
+		return 0
+	}
+	n := 0
+	for j := i + 1; j < len(entries); j++ {
+		e := entries[j]
+		if e.Refused != "" || e.Path != r.Path || e.To != "" || e.Session != r.Session || e.Channel != r.Channel {
+			break
+		}
+		switch e.Op {
+		case policy.OpCreate, policy.OpWrite, policy.OpTruncate, policy.OpSetattr:
+			n++
+			continue
+		}
+		break
+	}
+	return n
 }

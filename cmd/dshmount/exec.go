@@ -10,21 +10,19 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
 )
 
-// execer replaces the process image; tests substitute it.
+// execer runs the command; tests substitute it.
 type execer struct {
 	lookPath func(file string) (string, error)
-	exec     func(path string, argv, env []string) error
 	pid      func() int
-	// cgroup returns this process's cgroup v2 path ("" where there is
-	// none); a bind that moved it to a cgroup of its own changes it.
-	cgroup func() string
 	// supervise runs the command as a child, stays the subreaper of its
 	// tree until every process of it has exited, and returns the child's
 	// exit code.
@@ -33,7 +31,7 @@ type execer struct {
 
 // osExecer returns the real one.
 func osExecer() execer {
-	return execer{lookPath: exec.LookPath, exec: syscall.Exec, pid: os.Getpid, cgroup: ownCgroup, supervise: superviseTree}
+	return execer{lookPath: exec.LookPath, pid: os.Getpid, supervise: superviseTree}
 }
 
 // runExec implements 'dshmount exec'.
@@ -41,29 +39,35 @@ func runExec(ctx context.Context, args []string, sio stdio) int {
 	return execWith(ctx, args, sio, osExecer())
 }
 
-// execWith binds the current pid to a session, then execs the command, so
-// the command and its descendants are guarded on the mount.
+// execWith binds the current pid to a session, then runs the command as
+// its child, so the command and its descendants are guarded on the mount.
 func execWith(ctx context.Context, args []string, sio stdio, ex execer) int {
 	fs := flag.NewFlagSet("dshmount exec", flag.ContinueOnError)
 	fs.SetOutput(sio.err)
-	socket := fs.String("socket", os.Getenv(envSocket), "control socket of the daemon (default $"+envSocket+")")
-	session := fs.String("session", os.Getenv(envSession), "session to act for (default $"+envSession+"; empty: open a new one)")
+	socket := fs.String("socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the current directory)")
+	session := fs.String("session", "", "session to act for (default $"+envSession+"; empty: open a new one)")
 	name := fs.String("name", "", "name of the new session when --session is empty")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID] -- CMD [ARGS...]
+		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N] -- CMD [ARGS...]
 
-Binds this process to a session, then replaces it with CMD (looked up in PATH). CMD and
+Binds this process to a session, then runs CMD (looked up in PATH) as its child. CMD and
 every process it starts act for the session on the mount: opening a file for reading
 records an observation, and writing, truncating, renaming over or removing a file needs
 a fresh one (EACCES when unseen, ESTALE when stale). Without --session a new session is
-opened and its id printed on stderr. CMD gets DSH_SOCKET and DSH_SESSION in its
-environment, so dshmount verbs it runs act for the same session.
+opened, its id printed on stderr, and closed again when the last process of CMD's tree
+has exited (a server CMD left running in the background keeps it open). CMD gets
+DSH_SOCKET and DSH_SESSION in its environment, so dshmount verbs it runs act for the
+same session. Without --socket or $DSH_SOCKET, the daemon whose mount or workspace
+holds the current directory is used.
+
+When CMD exits non-zero, every change the daemon refused for the session while it ran
+is explained on stderr, one line each ('dshmount: refused write to a.txt: FS_…, why').
 
 No process of CMD's tree can shed the binding: where the daemon can write cgroup v2, CMD
 runs in a cgroup of its own that every process it starts stays in (through setsid, double
-forks and its parent's exit); elsewhere dshmount exec stays alive as the subreaper of
-CMD's processes and returns once all of them have exited. Closing the session leaves them
-bound to a closed session: every guarded operation is then refused.
+forks and its parent's exit); dshmount exec stays alive as the subreaper of CMD's
+processes and returns CMD's exit status once all of them have exited. Closing the
+session leaves them bound to a closed session: every guarded operation is then refused.
 
 Flags:
 `)
@@ -75,14 +79,26 @@ Flags:
 		}
 		return exitUsage
 	}
+	sessionSet := false
+	fs.Visit(func(f *flag.Flag) { sessionSet = sessionSet || f.Name == "session" })
+	if !sessionSet {
+		*session = os.Getenv(envSession)
+	}
+	if *socket == "" {
+		*socket = os.Getenv(envSocket)
+	}
 	argv := fs.Args()
 	if len(argv) == 0 {
 		fmt.Fprintln(sio.err, "dshmount exec: no command; usage: dshmount exec --session ID -- CMD [ARGS...]")
 		return exitUsage
 	}
 	if *socket == "" {
-		fmt.Fprintf(sio.err, "dshmount exec: no control socket; pass --socket PATH or set $%s\n", envSocket)
-		return exitUsage
+		p, ok := findDaemon()
+		if !ok {
+			fmt.Fprintf(sio.err, "dshmount exec: no control socket; %s\n", noSocketHelp)
+			return exitUsage
+		}
+		*socket = p.Socket
 	}
 	path, err := ex.lookPath(argv[0])
 	if err != nil {
@@ -95,48 +111,134 @@ Flags:
 		return exitUsage
 	}
 	id := policy.SessionID(*session)
-	if id == "" {
+	owned := id == "" // a session opened here is closed when the tree has exited
+	if owned {
 		if id, err = client.OpenSession(ctx, *name); err != nil {
 			client.Close()
 			return reportError("exec", err, sio.err)
 		}
 		fmt.Fprintf(sio.err, "dshmount exec: session %s\n", id)
 	}
-	before := ex.cgroup()
+	mark := newestSeq(ctx, client)
 	err = client.BindSession(ctx, id, ex.pid())
 	client.Close()
 	if err != nil {
 		return reportError("exec", err, sio.err)
 	}
-	env := append(os.Environ(), envSocket+"="+*socket, envSession+"="+string(id))
-	if after := ex.cgroup(); after == "" || after == before {
-		// The daemon bound this process by the parent chain only (no
-		// writable cgroup v2): a descendant whose parent exits would be
-		// reparented to init and leave the bound tree. Stay alive as the
-		// subreaper of the tree instead, so orphans are reparented here.
-		code, err := ex.supervise(path, argv, env)
-		if err != nil {
-			fmt.Fprintf(sio.err, "dshmount exec: run %s: %v\n", argv[0], err)
-			return exitUsage
-		}
-		return code
-	}
-	if err := ex.exec(path, argv, env); err != nil {
+	env := append(withoutVars(os.Environ(), envSocket, envSession), envSocket+"="+*socket, envSession+"="+string(id))
+	// Run the command as a child and stay the subreaper of its tree: when
+	// the last process of it has exited, the refusals the daemon logged for
+	// the session meanwhile are explained here, and a session opened for
+	// the command is closed.
+	code, err := ex.supervise(path, argv, env)
+	if err != nil {
 		fmt.Fprintf(sio.err, "dshmount exec: run %s: %v\n", argv[0], err)
-		return exitUsage
+		code = exitUsage
 	}
-	return exitOK // only a test execer returns
+	afterTree(context.WithoutCancel(ctx), *socket, id, owned, mark, code != exitOK, sio)
+	return code
 }
 
-// ownCgroup returns the cgroup v2 path of this process ("" without one).
-func ownCgroup() string {
-	b, err := os.ReadFile("/proc/self/cgroup")
+// withoutVars returns env without the variables names (a duplicate would
+// shadow the value exec sets: getenv returns the first).
+func withoutVars(env []string, names ...string) []string {
+	out := make([]string, 0, len(env))
+next:
+	for _, kv := range env {
+		for _, n := range names {
+			if strings.HasPrefix(kv, n+"=") {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// newestSeq returns the sequence number of the newest audit entry (0 when
+// there is none or the log cannot be read).
+func newestSeq(ctx context.Context, client *control.Client) uint64 {
+	res, err := client.Log(ctx, control.LogParams{Limit: 1})
+	if err != nil || len(res.Entries) == 0 {
+		return 0
+	}
+	return res.Entries[0].Seq
+}
+
+// afterTree runs once every process of the command has exited: when the
+// command failed, it prints one line per refusal the daemon logged for
+// the session after mark (oldest first); when the session was opened for
+// the command, it closes it.
+func afterTree(ctx context.Context, socket string, id policy.SessionID, owned bool, mark uint64, failed bool, sio stdio) {
+	if !failed && !owned {
+		return
+	}
+	client, err := control.DialContext(ctx, socket)
+	if err != nil {
+		fmt.Fprintf(sio.err, "dshmount exec: %v\n", err)
+		return
+	}
+	defer client.Close()
+	if failed {
+		refused := true
+		res, err := client.Log(ctx, control.LogParams{Session: id, Since: mark, Refused: &refused, Limit: control.DefaultLogLimit})
+		if err == nil {
+			for i := len(res.Entries) - 1; i >= 0; i-- {
+				en := res.Entries[i]
+				fmt.Fprintln(sio.err, refusalLine(en, staleCause(ctx, client, en, id)))
+			}
+		}
+	}
+	if owned {
+		if err := client.CloseSession(ctx, id); err != nil {
+			fmt.Fprintf(sio.err, "dshmount exec: close session %s: %v\n", id, err)
+		}
+	}
+}
+
+// refusalLine explains one refusal for the person who ran the command:
+// "dshmount: refused write to src/main.go: FS_STALE_VERSION, changed since
+// you read it (by a write through the mount (pid 12), 3s ago)". cause, when
+// known, replaces the logged reason of a stale refusal.
+func refusalLine(en control.LogEntry, cause string) string {
+	target := en.Path
+	if en.To != "" {
+		target += " -> " + en.To
+	}
+	prep := "to"
+	switch en.Op {
+	case policy.OpDelete, policy.OpUnlink, policy.OpMove, policy.OpRename:
+		prep = "of"
+	}
+	reason := en.Reason
+	if cause != "" {
+		reason = "changed since you read it (" + cause + ")"
+	}
+	line := fmt.Sprintf("dshmount: refused %s %s %s: %s, %s", en.Op, prep, target, en.Refused, reason)
+	if en.Channel == policy.ChannelMount && en.PID != 0 {
+		line += fmt.Sprintf(" (pid %d)", en.PID)
+	}
+	if en.Suppressed > 0 {
+		line += fmt.Sprintf(" (and %d times more before)", en.Suppressed)
+	}
+	return line
+}
+
+// staleCause words who made the change that made a stale refusal stale:
+// the newest change of its path before it ("" when unknown or not stale).
+func staleCause(ctx context.Context, client *control.Client, en control.LogEntry, self policy.SessionID) string {
+	if en.Refused != provider.CodeStaleVersion {
+		return ""
+	}
+	changes := false
+	res, err := client.Log(ctx, control.LogParams{Path: en.Path, Refused: &changes, Limit: 20})
 	if err != nil {
 		return ""
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if cg, ok := strings.CutPrefix(line, "0::"); ok {
-			return cg
+	for _, c := range res.Entries {
+		if c.Seq < en.Seq && c.Session != self {
+			return control.DescribeChange(control.Change{Op: c.Op, Channel: c.Channel, PID: c.PID, Session: c.Session,
+				SessionName: c.SessionName, Unconditional: c.Unconditional, Age: time.Since(c.Time)}, self)
 		}
 	}
 	return ""

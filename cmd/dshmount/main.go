@@ -65,6 +65,10 @@ func run(ctx context.Context, args []string, io stdio) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintf(io.out, "dshmount %s\n", buildVersion())
+		return exitOK
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], io)
@@ -91,7 +95,8 @@ Commands:
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-Run 'dshmount COMMAND --help' for the flags of one command.
+Run 'dshmount COMMAND --help' for the flags of one command, 'dshmount --version'
+for the version.
 Exit status: 0 success, 1 filesystem error (code on stderr), 2 usage or connection error.
 `)
 }

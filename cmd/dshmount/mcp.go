@@ -5,11 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/control/mcp"
@@ -30,12 +27,12 @@ func mcpCommand() command {
 func runMCP(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(std.err)
-	socket := fs.String("socket", os.Getenv("DSH_SOCKET"), "control socket of the daemon (default $DSH_SOCKET)")
+	socket := fs.String("socket", "", "control socket of the daemon (default $DSH_SOCKET, else the daemon whose mount or workspace holds the current directory)")
 	session := fs.String("session", "", "name of the policy session opened for this client (default \"mcp (pid N)\")")
-	cwd := fs.String("cwd", "", "base directory for relative paths (default: the workspace root)")
+	cwd := fs.String("cwd", "", "workspace-relative base directory for relative paths (default: the directory it was started in when that is inside the mount or the workspace, else the workspace root)")
 	verbose := fs.Bool("v", false, "log each request to stderr")
 	fs.Usage = func() {
-		fmt.Fprint(std.err, `Usage: dshmount mcp --socket PATH [--session NAME] [--cwd DIR]
+		fmt.Fprint(std.err, `Usage: dshmount mcp [--socket PATH] [--session NAME] [--cwd DIR]
 
 Serve the guarded workspace as a Model Context Protocol server on stdin and
 stdout, for an agent client (Claude Code, Codex, ...). The tools are read,
@@ -62,8 +59,21 @@ Flags:
 		return exitUsage
 	}
 	if *socket == "" {
-		fmt.Fprintln(std.err, "dshmount mcp: no control socket: pass --socket PATH or set DSH_SOCKET")
-		return exitUsage
+		*socket = os.Getenv(envSocket)
+	}
+	cwdSet := false
+	fs.Visit(func(f *flag.Flag) { cwdSet = cwdSet || f.Name == "cwd" })
+	placed := false
+	if *socket == "" {
+		p, ok := findDaemon()
+		if !ok {
+			fmt.Fprintf(std.err, "dshmount mcp: no control socket; %s\n", noSocketHelp)
+			return exitUsage
+		}
+		*socket = p.Socket
+		if !cwdSet {
+			*cwd, placed = p.Rel, true
+		}
 	}
 	level := slog.LevelWarn
 	if *verbose {
@@ -81,16 +91,14 @@ Flags:
 		return exitUsage
 	}
 	defer client.Close()
-	transport := &sdk.IOTransport{Reader: io.NopCloser(std.in), Writer: mcpStdout{std.out}}
-	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Logger: logger}, transport)
+	if !cwdSet && !placed {
+		*cwd = shellCwd(ctx, client, *socket)
+	}
+	transport := mcp.StdioTransport(std.in, std.out)
+	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Logger: logger, Version: buildVersion()}, transport)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
 		return exitUsage
 	}
 	return exitOK
 }
-
-// mcpStdout keeps stdout open when the MCP connection closes.
-type mcpStdout struct{ io.Writer }
-
-func (mcpStdout) Close() error { return nil }

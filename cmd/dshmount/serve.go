@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
+	runregistry "github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
@@ -159,6 +160,19 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			log.Warn("clean exit", "err", rerr)
 		}
 	}()
+	// Clients started inside the mount or the workspace find this daemon
+	// through the registry.
+	if unregister, rerr := runregistry.Register(runregistry.DefaultDir(), runregistry.Entry{
+		PID: os.Getpid(), Mount: cfg.Mountpoint, Source: cfg.Source, Socket: cfg.Socket,
+	}); rerr != nil {
+		log.Warn("clients inside the mount will need --socket or DSH_SOCKET", "err", rerr)
+	} else {
+		defer func() {
+			if rerr := unregister(); rerr != nil {
+				log.Warn("clean exit", "err", rerr)
+			}
+		}()
+	}
 	log.Info("ready", "source", cfg.Source, "mount", cfg.Mountpoint, "socket", cfg.Socket, "state", cfg.StateDir)
 	fmt.Fprintf(stdout, "ready mount=%s socket=%s\n", cfg.Mountpoint, cfg.Socket)
 
@@ -177,7 +191,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	case serveErr = <-served:
 		log.Error("control socket stopped", "err", serveErr)
 	case <-mountGone:
-		log.Warn("the mount was removed from outside; shutting down")
+		log.Info("the mount was unmounted (dshmount unmount, umount or fusermount -u); shutting down")
 	}
 	if cfg.MemProfile != "" {
 		writeHeapProfile(cfg.MemProfile, log) // before teardown: what the running daemon holds

@@ -160,8 +160,8 @@ Flags:
 	fs.BoolVar(&cfg.Passthrough, "passthrough", true, "let the kernel read and write backing files directly (root, kernel ≥ 6.9)")
 	fs.BoolVar(&cfg.BindCgroups, "bind-cgroups", true,
 		"keep bound processes in a cgroup v2 per dshmount exec (where writable), so no descendant can shed its session; false: by the parent chain only")
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "")
-	fs.StringVar(&cfg.MemProfile, "memprofile", "", "")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the daemon to `FILE` (go tool pprof), from start to exit")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile of the daemon to `FILE` (go tool pprof) when it shuts down")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", control.DefaultMaxRequestBytes,
 		"largest control request line the daemon accepts, in bytes (longer lines are refused without being buffered)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", control.DefaultMaxConnections,

@@ -5,7 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
 )
 
@@ -23,11 +29,13 @@ func runUnmount(_ context.Context, args []string, sio stdio) int {
 	fs := flag.NewFlagSet("unmount", flag.ContinueOnError)
 	fs.SetOutput(sio.err)
 	lazy := fs.Bool("lazy", false, "detach even when busy; open files keep working until closed")
+	wait := fs.Duration("wait", 15*time.Second, "how long to wait for the daemon to exit once unmounted (0: do not wait)")
 	abort := fs.Bool("abort", false, "for a hung mount whose daemon no longer answers: abort its FUSE connection\n(programs waiting on it get an error), then detach it (root)")
 	fs.Usage = func() {
-		fmt.Fprint(sio.err, `Usage: dshmount unmount [--lazy | --abort] MOUNTPOINT
+		fmt.Fprint(sio.err, `Usage: dshmount unmount [--lazy | --abort] [--wait D] MOUNTPOINT
 
-Unmounts a dshmount mount; its daemon then exits. A mount whose daemon was
+Unmounts a dshmount mount; its daemon then exits, and unmount waits for that
+(up to --wait; it says so when the daemon did not exit). A mount whose daemon was
 killed but hangs every program touching it needs --abort (or simply start
 dshmount serve again with the same --state, which does the same).
 
@@ -45,6 +53,7 @@ Flags:
 		fs.Usage()
 		return exitUsage
 	}
+	daemon, known := daemonOf(fs.Arg(0))
 	if *abort {
 		if *lazy {
 			fmt.Fprintln(sio.err, "dshmount unmount: --abort already detaches; pass one of --lazy and --abort")
@@ -54,11 +63,59 @@ Flags:
 			fmt.Fprintf(sio.err, "dshmount unmount: %v\n", err)
 			return exitFS
 		}
-		return exitOK
-	}
-	if err := fuse.Unmount(fs.Arg(0), *lazy); err != nil {
+	} else if err := fuse.Unmount(fs.Arg(0), *lazy); err != nil {
 		fmt.Fprintf(sio.err, "dshmount unmount: %v\n", err)
 		return exitFS
 	}
+	if known && *wait > 0 && !waitExit(daemon.PID, *wait) {
+		fmt.Fprintf(sio.err, "dshmount unmount: %s is unmounted, but its daemon (pid %d) has not exited after %s; see its log\n",
+			fs.Arg(0), daemon.PID, *wait)
+		return exitFS
+	}
 	return exitOK
+}
+
+// daemonOf returns the registered daemon serving mountpoint.
+func daemonOf(mountpoint string) (registry.Entry, bool) {
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return registry.Entry{}, false
+	}
+	entries, err := registry.List(registry.DefaultDir())
+	if err != nil {
+		return registry.Entry{}, false
+	}
+	for _, e := range entries {
+		if filepath.Clean(e.Mount) == abs {
+			return e, true
+		}
+	}
+	return registry.Entry{}, false
+}
+
+// waitExit waits up to d for process pid to exit; false if it is still
+// there.
+func waitExit(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) || zombie(pid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// zombie reports whether pid has exited and waits for its parent to reap
+// it.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }

@@ -76,7 +76,7 @@ func (c *Conn) staleText(ctx context.Context, path string) string {
 	what, next := "changed", "read it again, then redo your change"
 	who := "by a change outside dshmount, e.g. directly in the backing directory, not through the mount or the socket"
 	if e, ok := c.newestEntry(ctx, path); ok && c.afterSeen(path, e) {
-		who = c.describeEntry(ctx, e)
+		who = c.describeEntry(e)
 		switch e.Op {
 		case policy.OpDelete, policy.OpUnlink:
 			what, next = "was deleted", "it no longer exists; write it anew if you still need it"
@@ -119,83 +119,12 @@ func (c *Conn) afterSeen(path string, e control.LogEntry) bool {
 	return !e.Time.Before(seen.at)
 }
 
-// describeEntry renders "by a write through the mount (pid 123), 3s ago".
-func (c *Conn) describeEntry(ctx context.Context, e control.LogEntry) string {
-	s := "by " + article(string(e.Op))
-	switch e.Channel {
-	case policy.ChannelMount:
-		s += " through the mount"
-		switch {
-		case e.PID != 0 && e.Session != "":
-			s += fmt.Sprintf(" (pid %d, %s)", e.PID, c.sessionName(ctx, e.Session))
-		case e.PID != 0:
-			s += fmt.Sprintf(" (pid %d)", e.PID)
-		case e.Session != "":
-			s += fmt.Sprintf(" (%s)", c.sessionName(ctx, e.Session))
-		}
-	case policy.ChannelSocket:
-		if e.Session != "" {
-			s += " from " + c.sessionName(ctx, e.Session)
-		}
-		s += " over the socket"
-	case policy.ChannelMCP:
-		if e.Session != "" {
-			s += " from " + c.sessionName(ctx, e.Session)
-		}
-		s += " over MCP"
-	default:
-		if e.Session != "" {
-			s += " from " + c.sessionName(ctx, e.Session)
-		}
-	}
-	if e.Unconditional {
-		s += ", unconditionally"
-	}
-	return s + ", " + ago(c.cfg.Now().Sub(e.Time))
-}
-
-// sessionName renders a session for people: "this session", or
-// `session s-… ("name")` when the daemon still knows its name.
-func (c *Conn) sessionName(ctx context.Context, id policy.SessionID) string {
-	if id == c.session {
-		return "this session"
-	}
-	s := "session " + string(id)
-	st, err := c.cfg.Daemon.Status(ctx)
-	if err != nil {
-		return s
-	}
-	for _, info := range st.Sessions {
-		if info.ID == id && info.Name != "" {
-			return fmt.Sprintf("%s (%q)", s, info.Name)
-		}
-	}
-	return s
-}
-
-// article prefixes a noun with "a" or "an".
-func article(noun string) string {
-	if noun == "" {
-		return "a change"
-	}
-	switch noun[0] {
-	case 'a', 'e', 'i', 'o', 'u':
-		return "an " + noun
-	}
-	return "a " + noun
+// describeEntry renders "by a write through the mount (pid 123), 3s ago",
+// in the wording the CLI and the socket use.
+func (c *Conn) describeEntry(e control.LogEntry) string {
+	return control.DescribeChange(control.Change{Op: e.Op, Channel: e.Channel, PID: e.PID, Session: e.Session,
+		SessionName: e.SessionName, Unconditional: e.Unconditional, Age: c.cfg.Now().Sub(e.Time)}, c.session)
 }
 
 // ago renders a duration as "3s ago".
-func ago(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return "just now"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
-}
+func ago(d time.Duration) string { return control.Ago(d) }

@@ -58,7 +58,7 @@ func addTool[In, Out any](s *sdk.Server, spec toolSpec, h toolFunc[In, Out]) err
 	t.OutputSchema = out
 	name := t.Name
 	s.AddTool(&t, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		args, err := decodeArgs[In](req.Params.Arguments, resolved)
+		args, err := decodeArgs[In](req.Params.Arguments, in, resolved)
 		if err != nil {
 			return errorResult(fmt.Sprintf("%s: invalid arguments for %s: %v. Usage: %s",
 				provider.CodeInvalidArgument, name, err, spec.usage)), nil
@@ -76,7 +76,7 @@ func addTool[In, Out any](s *sdk.Server, spec toolSpec, h toolFunc[In, Out]) err
 }
 
 // decodeArgs validates raw arguments against the schema, then decodes them.
-func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved) (In, error) {
+func decodeArgs[In any](raw json.RawMessage, top *jsonschema.Schema, schema *jsonschema.Resolved) (In, error) {
 	var in In
 	b := bytes.TrimSpace(raw)
 	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
@@ -86,8 +86,12 @@ func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved) (In, e
 	if err := json.Unmarshal(b, &generic); err != nil {
 		return in, fmt.Errorf("arguments are not valid JSON: %v", err)
 	}
-	if _, ok := generic.(map[string]any); !ok {
+	obj, ok := generic.(map[string]any)
+	if !ok {
 		return in, errors.New("arguments must be a JSON object")
+	}
+	if msg := explainArgs(obj, top); msg != "" {
+		return in, errors.New(msg)
 	}
 	if err := schema.Validate(generic); err != nil {
 		return in, errors.New(cleanSchemaError(err))

@@ -51,9 +51,3 @@ func TestAgo_RendersCoarseDurations(t *testing.T) {
 		assert.Equal(t, tt.want, ago(tt.d), tt.d.String())
 	}
 }
-
-func TestArticle_PicksAOrAn(t *testing.T) {
-	assert.Equal(t, "an edit", article("edit"))
-	assert.Equal(t, "a write", article("write"))
-	assert.Equal(t, "a change", article(""))
-}

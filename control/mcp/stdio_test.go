@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -36,10 +38,11 @@ func (l *lockedBuffer) String() string {
 }
 
 // buildDshmount builds the real binary into a temporary directory.
-func buildDshmount(t *testing.T) string {
+func buildDshmount(t *testing.T, goBuildFlags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "dshmount")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/dshmount/dshmount/cmd/dshmount").CombinedOutput()
+	args := append(append([]string{"build"}, goBuildFlags...), "-o", bin, "github.com/dshmount/dshmount/cmd/dshmount")
+	out, err := exec.Command("go", args...).CombinedOutput()
 	require.NoError(t, err, "go build ./cmd/dshmount: %s", out)
 	help, _ := exec.Command(bin, "mcp", "--help").CombinedOutput()
 	require.Contains(t, string(help), "Usage: dshmount mcp",
@@ -128,4 +131,48 @@ func sessionNames(t *testing.T, d *testDaemon) []string {
 		names = append(names, s.Name)
 	}
 	return names
+}
+
+// TestStdio_ClosedStdinAnswersEveryRequestReadBeforeEOF pipes requests
+// followed at once by EOF into the real binary: each one read before EOF
+// must be carried out and answered before the process exits. The
+// initialize answer names the version the build was stamped with.
+func TestStdio_ClosedStdinAnswersEveryRequestReadBeforeEOF(t *testing.T) {
+	d := startDaemon(t)
+	bin := buildDshmount(t, "-ldflags", "-X main.stampedVersion=v0.9.1-test")
+	before := d.sessionIDs(t)
+	input := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{"path":"piped.txt","content":"hello\n"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"stat","arguments":{"path":"piped.txt"}}}`,
+	}, "\n") + "\n"
+	for run := range 5 {
+		_ = os.Remove(filepath.Join(d.root, "piped.txt"))
+		cmd := exec.Command(bin, "mcp", "--socket", d.socket)
+		cmd.Stdin = strings.NewReader(input)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "run %d: stderr: %s", run, stderr.String())
+		ids := map[float64]bool{}
+		for line := range strings.SplitSeq(strings.TrimSpace(stdout.String()), "\n") {
+			var msg struct {
+				ID     float64         `json:"id"`
+				Error  json.RawMessage `json:"error"`
+				Result struct {
+					ServerInfo *sdk.Implementation `json:"serverInfo"`
+				} `json:"result"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(line), &msg), "run %d: %q", run, line)
+			assert.Nil(t, msg.Error, "run %d: %s", run, line)
+			ids[msg.ID] = true
+			if msg.ID == 1 {
+				require.NotNil(t, msg.Result.ServerInfo, line)
+				assert.Equal(t, "v0.9.1-test", msg.Result.ServerInfo.Version)
+			}
+		}
+		assert.Equal(t, map[float64]bool{1: true, 2: true, 3: true}, ids, "run %d: every request is answered: %s", run, stdout.String())
+		assert.Equal(t, "hello\n", d.readFile(t, "piped.txt"), "run %d: the write was carried out", run)
+	}
+	assert.Equal(t, before, d.sessionIDs(t), "each run closed the session it opened")
 }

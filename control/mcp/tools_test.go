@@ -418,3 +418,29 @@ func TestRead_TruncatedByBytesSaysWhereToReadOn(t *testing.T) {
 	d.writeFile(t, "empty.txt", "")
 	assert.Equal(t, "(empty.txt is empty; totalLines: 0)", a.ok(t, mcp.ToolRead, map[string]any{"path": "empty.txt"}))
 }
+
+// TestTools_ArgumentErrorsAreForPeople pins the wording of bad arguments:
+// no validator internals (reflect values, float formatting).
+func TestTools_ArgumentErrorsAreForPeople(t *testing.T) {
+	d := startDaemon(t)
+	d.writeFile(t, "a.txt", "one\n")
+	a := d.connect(t, "clumsy")
+	tests := []struct {
+		tool string
+		args any
+		want string
+	}{
+		{mcp.ToolRead, map[string]any{"path": nil}, `invalid arguments for read: "path" must be a string, not null. Usage: `},
+		{mcp.ToolRead, map[string]any{"path": "a.txt", "offset": 0}, `invalid arguments for read: "offset" must be at least 1, not 0. Usage: `},
+		{mcp.ToolRead, map[string]any{"path": "a.txt", "limit": "ten"}, `"limit" must be an integer, not the string "ten"`},
+		{mcp.ToolRead, map[string]any{}, `"path" is required`},
+		{mcp.ToolRead, map[string]any{"file_path": "a.txt"}, `unknown argument "file_path"; the arguments are limit, offset, path`},
+	}
+	for _, tt := range tests {
+		text := a.fail(t, tt.tool, tt.args)
+		assert.True(t, strings.HasPrefix(text, "FS_INVALID_ARGUMENT: "), text)
+		assert.Contains(t, text, tt.want)
+		assert.NotContains(t, text, "reflect")
+		assert.NotContains(t, text, ".000000")
+	}
+}
