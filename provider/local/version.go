@@ -174,9 +174,7 @@ func (v *Versioner) Fresh(fd int) (provider.Version, unix.Stat_t, error) {
 			return "", before, fmt.Errorf("fstat: %w", err)
 		}
 		if StatKeyOf(&after) == StatKeyOf(&before) {
-			v.cache.RememberDigest(FileIDOf(&after), provider.CachedDigest{
-				Key: StatKeyOf(&after), Version: ver, HashedAtNs: start.UnixNano(),
-			})
+			v.remember(&after, provider.CachedDigest{Key: StatKeyOf(&after), Version: ver, HashedAtNs: start.UnixNano()})
 			return ver, after, nil
 		}
 		if attempt == hashAttempts {
@@ -190,10 +188,17 @@ func (v *Versioner) Fresh(fd int) (provider.Version, unix.Stat_t, error) {
 // publication knows without reading them back. It returns their version.
 func (v *Versioner) Remember(st *unix.Stat_t, data []byte, at time.Time) provider.Version {
 	ver := VersionOfBytes(data)
-	v.cache.RememberDigest(FileIDOf(st), provider.CachedDigest{
-		Key: StatKeyOf(st), Version: ver, HashedAtNs: at.UnixNano(),
-	})
+	v.remember(st, provider.CachedDigest{Key: StatKeyOf(st), Version: ver, HashedAtNs: at.UnixNano()})
 	return ver
+}
+
+// remember stores d for the file with stat st, unless the racy-clean rule
+// would never trust it (hashed too soon after the file's last change): such
+// an entry could only cost a write to the persistent cache.
+func (v *Versioner) remember(st *unix.Stat_t, d provider.CachedDigest) {
+	if trusted(d, st) {
+		v.cache.RememberDigest(FileIDOf(st), d)
+	}
 }
 
 // hash reads fd from offset 0 to its end and returns the content version.
