@@ -67,6 +67,16 @@ Flags:
 		fmt.Fprintf(sio.err, "dshmount unmount: %v\n", err)
 		return exitFS
 	}
+	if *abort {
+		// The daemon of an aborted mount is hung (stopped, or stuck in the
+		// kernel): it may never exit, and freeing the mount is what was
+		// asked. Say so, without failing.
+		if known && !waitExit(daemon.PID, min(*wait, abortWait)) {
+			fmt.Fprintf(sio.err, "dshmount unmount: %s is free; its daemon (pid %d) has not exited (stopped or stuck?): kill -9 %d\n",
+				fs.Arg(0), daemon.PID, daemon.PID)
+		}
+		return exitOK
+	}
 	if known && *wait > 0 && !waitExit(daemon.PID, *wait) {
 		fmt.Fprintf(sio.err, "dshmount unmount: %s is unmounted, but its daemon (pid %d) has not exited after %s; see its log\n",
 			fs.Arg(0), daemon.PID, *wait)
@@ -74,6 +84,9 @@ Flags:
 	}
 	return exitOK
 }
+
+// abortWait bounds the wait for the daemon of an aborted mount.
+const abortWait = 2 * time.Second
 
 // daemonOf returns the registered daemon serving mountpoint.
 func daemonOf(mountpoint string) (registry.Entry, bool) {
