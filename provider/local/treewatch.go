@@ -152,7 +152,7 @@ type treeWatcher struct {
 	opts    TreeWatchOptions
 	deliver func([]TreeEvent, error)
 	sysctl  string // the max_user_watches file
-	root    bool // may raise the watch limit
+	root    bool   // may raise the watch limit
 
 	wds  map[int]string      // watch descriptor → directory
 	dirs map[string]int      // directory → watch descriptor

@@ -281,4 +281,3 @@ func TestWatchTree_WatchLimitFailsLoudlyWithTheFixWhenNotRoot(t *testing.T) {
 	require.NoError(t, rerr)
 	assert.Equal(t, "5000\n", string(data), "a non-root daemon does not touch the limit")
 }
-
