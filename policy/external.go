@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +30,7 @@ type ExternalChange struct {
 	Target provider.Target  // the changed path (a rename's source)
 	To     *provider.Target // a rename's destination
 	After  provider.Version // the version now ("" when gone or unknown)
+	Dir    bool             // the path is a directory
 }
 
 // ownChanges remembers what the daemon itself is changing and changed
@@ -122,6 +125,9 @@ func (o *ownChanges) commit(m mutation) {
 // accounts for c. An announced change still in progress is waited for
 // (bounded by its announcement) and then compared.
 func (o *ownChanges) explains(c ExternalChange) bool {
+	if o.ownTemp(c.Target.DisplayPath) && (c.To == nil || o.ownTemp(c.To.DisplayPath) || o.settled(c.To.DisplayPath)) {
+		return true
+	}
 	paths := []string{c.Target.DisplayPath}
 	if c.To != nil {
 		paths = append(paths, c.To.DisplayPath)
@@ -158,8 +164,49 @@ func (o *ownChanges) explains(c ExternalChange) bool {
 		return ok && !e.gone
 	default:
 		e, ok := recent(c.Target.DisplayPath)
-		return ok && !e.gone && (e.after == "" || e.after == c.After)
+		if ok && !e.gone && (e.after == "" || c.After == "" || e.after == c.After) {
+			return true
+		}
+		// A directory the daemon made for a file it published below it.
+		return c.Op == OpCreate && c.Dir && o.settledBelowLocked(c.Target.DisplayPath)
 	}
+}
+
+// ownTemp reports whether p is the temp file of a socket publish of a path
+// the daemon is changing or changed recently ("dir/.name.tmp" for
+// "dir/name", see provider/local's publish).
+func (o *ownChanges) ownTemp(p string) bool {
+	dir, base := path.Split(p)
+	if !strings.HasPrefix(base, ".") || !strings.HasSuffix(base, ".tmp") || len(base) <= len(".tmp")+1 {
+		return false
+	}
+	return o.settled(dir + base[1:len(base)-len(".tmp")])
+}
+
+// settled reports whether the daemon announced or recently committed a
+// change of p.
+func (o *ownChanges) settled(p string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e, ok := o.paths[p]
+	if !ok {
+		return false
+	}
+	now := o.now()
+	return (e.pending > 0 && now.Before(e.until)) || (!e.at.IsZero() && now.Sub(e.at) <= ownTTL)
+}
+
+// settledBelowLocked reports whether the daemon announced or recently
+// committed a change below the directory dir; o.mu is held.
+func (o *ownChanges) settledBelowLocked(dir string) bool {
+	now := o.now()
+	for p, e := range o.paths {
+		if len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir) &&
+			((e.pending > 0 && now.Before(e.until)) || (!e.at.IsZero() && now.Sub(e.at) <= ownTTL)) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitLocked waits for a commit or until deadline; o.mu is held.

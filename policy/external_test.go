@@ -113,3 +113,37 @@ func TestRecordExternal_AnAnnouncedSocketChangeThatCommitsIsNotExternal(t *testi
 	assert.False(t, rec)
 	assert.Empty(t, externalEntries(t, e))
 }
+
+func TestRecordExternal_TheTempFileOfAnOwnPublishIsNotExternal(t *testing.T) {
+	e, fs := newTestEngine(t)
+	ctx := context.Background()
+	f, tmp := fs.target("d/f.txt"), fs.target("d/.f.txt.tmp")
+	e.own.begin(f)
+	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1")})
+	for _, c := range []ExternalChange{
+		{Op: OpCreate, Target: tmp, After: "v1"},
+		{Op: OpRename, Target: tmp, To: &f, After: "v1"},
+	} {
+		rec, err := e.RecordExternal(ctx, c)
+		require.NoError(t, err)
+		assert.False(t, rec, "%s %s", c.Op, c.Target.DisplayPath)
+	}
+	other := fs.target("d/.g.txt.tmp")
+	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpCreate, Target: other})
+	require.NoError(t, err)
+	assert.True(t, rec, "a temp name of a file the daemon did not touch is someone else's")
+}
+
+func TestRecordExternal_ADirectoryMadeForAnOwnPublishIsNotExternal(t *testing.T) {
+	e, fs := newTestEngine(t)
+	ctx := context.Background()
+	f := fs.target("made/for/f.txt")
+	e.own.begin(f)
+	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1")})
+	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpCreate, Target: fs.target("made"), Dir: true})
+	require.NoError(t, err)
+	assert.False(t, rec)
+	rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpCreate, Target: fs.target("other"), Dir: true})
+	require.NoError(t, err)
+	assert.True(t, rec)
+}

@@ -46,6 +46,8 @@ type serveConfig struct {
 	MaxRequestBytes int64
 	// NoSync skips the fsyncs of socket publications (--durability none).
 	NoSync bool
+	// Watch runs the backing-tree watcher (--watch).
+	Watch bool
 	// BindCgroups puts each process bound to a session (dshmount exec) in
 	// a cgroup v2 of its own where the hierarchy is writable; false binds
 	// by the parent chain only.
@@ -153,6 +155,7 @@ Flags:
 	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable; root daemon only). "+
 		"Its requests run with its own permissions and it sees only its own sessions; the socket is opened to it (0666, its directory searchable), "+
 		"and serve refuses to start if it cannot reach the socket (pass a --socket it can reach)")
+	fs.BoolVar(&cfg.Watch, "watch", true, "watch the workspace directory: a change made there directly (git checkout, an editor on the real path) shows through the mount at once and is audited with channel external; needs one inotify watch per directory (raised as root, else the error names the sysctl)")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
 	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches names")
 	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
