@@ -229,6 +229,19 @@ func TestWatcher_TheDaemonsOwnChangesAreNotReportedAgain(t *testing.T) {
 	require.NoError(t, os.MkdirAll(d.m("mntdir/sub"), 0o755))
 	require.NoError(t, os.WriteFile(d.m("mntdir/sub/f.txt"), []byte("m\n"), 0o644))
 	require.NoError(t, os.Symlink("mnt.txt", d.m("link")))
+	// A write through the mount that lasts longer than the watcher's
+	// window and the 2 s its create explains: recorded when flushed, not
+	// as external before (with passthrough the kernel writes the backing
+	// file directly, so the watcher sees every write).
+	f, err := os.OpenFile(d.m("slow.txt"), os.O_CREATE|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	_, err = f.WriteString("first half\n")
+	require.NoError(t, err)
+	time.Sleep(2500 * time.Millisecond)
+	_, err = f.WriteString("second half\n")
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, f.Close())
 
 	// An out-of-band marker afterwards: once it is audited, the watcher has
 	// handled everything before it.

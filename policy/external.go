@@ -47,6 +47,7 @@ type ownChanges struct {
 // ownEntry is the daemon's latest own change of one path.
 type ownEntry struct {
 	pending int              // announced, not yet committed
+	held    int              // open for writing through the mount
 	until   time.Time        // pending announcements expire then
 	at      time.Time        // last commit
 	op      MutationOp       // of the last commit
@@ -91,7 +92,7 @@ func (o *ownChanges) entry(p string) *ownEntry {
 func (o *ownChanges) prune() {
 	now := o.now()
 	for p, e := range o.paths {
-		if (e.pending == 0 || now.After(e.until)) && now.Sub(e.at) > ownTTL {
+		if e.held == 0 && (e.pending == 0 || now.After(e.until)) && now.Sub(e.at) > ownTTL {
 			delete(o.paths, p)
 		}
 	}
@@ -134,6 +135,11 @@ func (o *ownChanges) explains(c ExternalChange) bool {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	for _, p := range paths {
+		if e, ok := o.paths[p]; ok && e.held > 0 {
+			return true // the mount records it when the file is flushed
+		}
+	}
 	for _, p := range paths {
 		for {
 			e, ok := o.paths[p]
@@ -222,6 +228,29 @@ func (o *ownChanges) waitLocked(deadline time.Time) {
 	})
 	o.changed.Wait()
 	t.Stop()
+}
+
+// HoldOwn marks t as open for writing through the mount until release is
+// called: its writes are recorded when the file is flushed, so what the
+// backing-tree watcher sees of t meanwhile is the daemon's own change.
+func (e *Engine) HoldOwn(t provider.Target) (release func()) {
+	o := e.own
+	o.mu.Lock()
+	o.entry(t.DisplayPath).held++
+	o.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if en, ok := o.paths[t.DisplayPath]; ok && en.held > 0 {
+				en.held--
+				if en.at.IsZero() {
+					en.at = o.now() // late events of its last writes
+				}
+			}
+		})
+	}
 }
 
 // RecordExternal records a change the backing-tree watcher saw in the

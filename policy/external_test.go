@@ -147,3 +147,22 @@ func TestRecordExternal_ADirectoryMadeForAnOwnPublishIsNotExternal(t *testing.T)
 	require.NoError(t, err)
 	assert.True(t, rec)
 }
+
+func TestRecordExternal_AFileHeldOpenForWritingByTheMountIsNotExternal(t *testing.T) {
+	e, fs := newTestEngine(t)
+	ctx := context.Background()
+	f := fs.target("f.txt")
+	release := e.HoldOwn(f)
+	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "half-written"})
+	require.NoError(t, err)
+	assert.False(t, rec, "the mount records its writes at flush")
+	require.NoError(t, e.RecordMount(ctx, Actor{Channel: ChannelMount}, OpWrite, f, "", "done", nil))
+	release()
+	release() // idempotent
+	rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "done"})
+	require.NoError(t, err)
+	assert.False(t, rec, "a late event of the recorded write")
+	rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "someone else"})
+	require.NoError(t, err)
+	assert.True(t, rec)
+}
