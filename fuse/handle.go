@@ -35,8 +35,8 @@ type handle struct {
 	actor    policy.Actor // the opener: recorded as the writer
 	writable bool
 	unhold   func() // ends the engine's hold on the path (writable handles)
-	pt       bool // passthrough was offered for this handle
-	direct   bool // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
+	pt       bool   // passthrough was offered for this handle
+	direct   bool   // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
 
 	dirty atomic.Bool
 
