@@ -257,3 +257,48 @@ func TestWatcher_TheDaemonsOwnChangesAreNotReportedAgain(t *testing.T) {
 	}
 	assert.Equal(t, []string{"create marker.txt"}, paths, "only the out-of-band change is external")
 }
+
+func TestWatcher_AnOverflowIsRecoveredByARescan(t *testing.T) {
+	const n = 300
+	d := startDaemon(t, daemonOptions{Args: append([]string{"--watch-max-pending", "8"}, longCaches...),
+		Files: map[string]string{"keep.txt": "k\n", "drop.txt": "d\n"}})
+	_, err := os.ReadFile(d.m("drop.txt"))
+	require.NoError(t, err)
+	for i := range n {
+		name := filepath.Join(d.Src, fmt.Sprintf("many/f%03d.txt", i))
+		require.NoError(t, os.MkdirAll(filepath.Dir(name), 0o755))
+		require.NoError(t, os.WriteFile(name, []byte("x\n"), 0o644))
+	}
+	require.NoError(t, os.Remove(filepath.Join(d.Src, "drop.txt")))
+	require.Eventually(t, func() bool {
+		entries := externalEntries(t, d)
+		created := 0
+		for _, e := range entries {
+			if e.Op == policy.OpCreate && filepath.Dir(e.Path) == "many" {
+				created++
+			}
+		}
+		return created == n && hasExternal(entries, policy.OpDelete, "drop.txt")
+	}, 10*time.Second, 20*time.Millisecond, "the rescan records every change it lost")
+	assert.True(t, missing(d.m("drop.txt"))())
+	assert.True(t, readIs(d.m("many/f299.txt"), "x\n")())
+	assert.Contains(t, d.log(), "the workspace watcher lost events")
+	// The rescan watched the new directory.
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "many/later.txt"), []byte("l\n"), 0o644))
+	require.Eventually(t, func() bool { return hasExternal(externalEntries(t, d), policy.OpCreate, "many/later.txt") },
+		5*time.Second, 10*time.Millisecond)
+}
+
+func TestWatcher_HiddenPathsAreNotAudited(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Args: []string{"--hide", "/secret"}, Files: map[string]string{"secret/k.txt": "s\n"}})
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "secret/k.txt"), []byte("changed\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "marker.txt"), []byte("m\n"), 0o644))
+	var entries []control.LogEntry
+	require.Eventually(t, func() bool {
+		entries = externalEntries(t, d)
+		return hasExternal(entries, policy.OpCreate, "marker.txt")
+	}, 5*time.Second, 5*time.Millisecond)
+	for _, e := range entries {
+		assert.NotContains(t, e.Path, "secret", "a hidden path's change is not in the view's log")
+	}
+}

@@ -145,7 +145,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 
 	if cfg.Watch {
-		watcher, werr := watchWorkspace(ctx, lfs, engine, cfg.StateDir, log.With("component", "watch"))
+		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, log.With("component", "watch"))
 		if werr != nil {
 			unmount()
 			return fmt.Errorf("watch the workspace directory (--watch=false runs without): %w", werr)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
@@ -32,16 +33,21 @@ func externalOp(k local.TreeKind) policy.MutationOp {
 // workspace directory outside the daemon is recorded by the engine (audit
 // entry, channel external), whose observers drop the kernel's caches of it.
 // Paths below skip (the state directory, when it is inside the workspace)
-// are ignored.
-func watchWorkspace(ctx context.Context, lfs *local.FS, engine *policy.Engine, skip string, log *slog.Logger) (io.Closer, error) {
+// and paths the view hides (--hide) are ignored. maxPending bounds the paths
+// one window holds before the watcher reports an overflow and rescans (0:
+// the default).
+func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engine *policy.Engine, skip string, maxPending int, log *slog.Logger) (io.Closer, error) {
 	skipRel := ""
 	if rel, err := filepath.Rel(lfs.Root(), skip); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
 		skipRel = filepath.ToSlash(rel)
 	}
 	ignored := func(p string) bool {
-		return skipRel != "" && (p == skipRel || strings.HasPrefix(p, skipRel+"/"))
+		if skipRel != "" && (p == skipRel || strings.HasPrefix(p, skipRel+"/")) {
+			return true
+		}
+		return view.Access(p) == overlay.Hidden
 	}
-	return lfs.WatchTree(ctx, local.TreeWatchOptions{}, func(evs []local.TreeEvent, err error) {
+	return lfs.WatchTree(ctx, local.TreeWatchOptions{MaxPending: maxPending}, func(evs []local.TreeEvent, err error) {
 		if err != nil {
 			log.Error("the workspace watcher stopped; out-of-band changes show after the cache timeouts and are not audited", "err", err)
 			return
@@ -51,7 +57,7 @@ func watchWorkspace(ctx context.Context, lfs *local.FS, engine *policy.Engine, s
 				log.Warn("the workspace watcher lost events (too many changes at once); rescanned the tree")
 				continue
 			}
-			if ignored(ev.Path) {
+			if ignored(ev.Path) || (ev.Kind == local.TreeRenamed && ignored(ev.To)) {
 				continue
 			}
 			c := policy.ExternalChange{Op: externalOp(ev.Kind), Target: lfs.TargetForRel(ev.Path), Dir: ev.Dir}
