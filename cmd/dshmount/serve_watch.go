@@ -55,6 +55,7 @@ func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engi
 		for _, ev := range evs {
 			if ev.Kind == local.TreeOverflow {
 				log.Warn("the workspace watcher lost events (too many changes at once); rescanned the tree")
+				engine.Store().MarkChangesLost() // feed subscribers must rescan too
 				continue
 			}
 			if ignored(ev.Path) || (ev.Kind == local.TreeRenamed && ignored(ev.To)) {
