@@ -423,6 +423,10 @@ func (w *treeWatcher) apply(wd int, mask, cookie uint32, name string) bool {
 		if !w.pending() {
 			w.first = time.Now()
 		}
+		if len(w.moves)+len(w.items) >= w.opts.MaxPending {
+			w.lose()
+			return false
+		}
 		w.moves[cookie] = treeMove{path: p, dir: isDir}
 	case mask&unix.IN_MOVED_TO != 0:
 		from, paired := w.moves[cookie]
@@ -527,7 +531,11 @@ func (w *treeWatcher) renamed(out []TreeEvent, from, to string) []TreeEvent {
 		// to was created or replaced.
 		delete(w.marks, from)
 		delete(w.marks, to)
-		return w.classify(out, to, true)
+		out = w.classify(out, to, true)
+		if st, ok := w.snap[to]; ok && st.isDir() {
+			out = w.createdBelow(out, to)
+		}
+		return out
 	}
 	delete(w.snap, from)
 	if old.isDir() {
@@ -547,6 +555,29 @@ func (w *treeWatcher) renamed(out []TreeEvent, from, to string) []TreeEvent {
 		ev.Stat = &ts
 	}
 	return append(out, ev)
+}
+
+// createdBelow reports, as created, what a directory that appeared within
+// the window holds that the snapshot does not know (its entries' own
+// events named the directory's earlier name), and watches it.
+func (w *treeWatcher) createdBelow(out []TreeEvent, dir string) []TreeEvent {
+	found := map[string]TreeStat{}
+	if _, err := w.scan(dir, found, nil); err != nil {
+		w.fs.hooks.logf("watch tree: %v", err)
+	}
+	paths := make([]string, 0, len(found))
+	for p := range found {
+		if _, known := w.snap[p]; !known {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		st := found[p]
+		w.snap[p] = st
+		out = append(out, TreeEvent{Kind: TreeCreated, Path: p, Dir: st.isDir(), Stat: &st})
+	}
+	return out
 }
 
 // classify compares one pending path with the snapshot.

@@ -281,3 +281,17 @@ func TestWatchTree_WatchLimitFailsLoudlyWithTheFixWhenNotRoot(t *testing.T) {
 	require.NoError(t, rerr)
 	assert.Equal(t, "5000\n", string(data), "a non-root daemon does not touch the limit")
 }
+
+func TestWatchTree_ADirectoryMadeAndRenamedWithinTheWindowReportsItsContents(t *testing.T) {
+	fs, root := newTestFS(t, Options{})
+	l := startTree(t, fs, TreeWatchOptions{Window: 300 * time.Millisecond})
+	put(t, root, "tmpdir/f.txt", "a")
+	require.NoError(t, os.Rename(filepath.Join(root, "tmpdir"), filepath.Join(root, "final")))
+	got := l.until(t, "created final", "created final/f.txt")
+	for _, g := range got {
+		assert.NotContains(t, g, "tmpdir")
+	}
+	// The directory is watched under its final name.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "final/f.txt"), []byte("bb"), 0o644))
+	l.until(t, "modified final/f.txt")
+}
