@@ -9,7 +9,6 @@ import (
 
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -68,11 +67,9 @@ func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engi
 				c.To, now = &to, to
 			}
 			if ev.Kind != local.TreeDeleted && !ev.Dir {
-				if info, serr := lfs.Stat(ctx, now); serr == nil && info != nil {
-					c.After = info.Version
-				} else if serr != nil && provider.CodeOf(serr) != provider.CodeNotFound {
-					log.Debug("version of an out-of-band change", "path", now.DisplayPath, "err", serr)
-				}
+				// Only a version known without reading: the watcher never
+				// hashes files behind the guards' backs.
+				c.After, _ = lfs.CachedVersion(now.DisplayPath)
 			}
 			if _, rerr := engine.RecordExternal(ctx, c); rerr != nil {
 				log.Warn("record out-of-band change", "path", ev.Path, "err", rerr)

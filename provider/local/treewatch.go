@@ -695,3 +695,16 @@ func (w *treeWatcher) rescan() []TreeEvent {
 	})
 	return out
 }
+
+// CachedVersion is the version of the workspace path rel when it costs no
+// read: the trusted cached digest of a regular file, the metadata version
+// of anything else. ok is false when rel is missing or its digest is not
+// cached. A tree watcher's consumer uses it so that watching never hashes
+// files (nor fills the digest cache) behind the guards' backs.
+func (fs *FS) CachedVersion(rel string) (provider.Version, bool) {
+	st, ok, err := fs.lstatRel(rel)
+	if err != nil || !ok {
+		return "", false
+	}
+	return fs.vers.Cached(&st)
+}

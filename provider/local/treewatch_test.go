@@ -295,3 +295,18 @@ func TestWatchTree_ADirectoryMadeAndRenamedWithinTheWindowReportsItsContents(t *
 	require.NoError(t, os.WriteFile(filepath.Join(root, "final/f.txt"), []byte("bb"), 0o644))
 	l.until(t, "modified final/f.txt")
 }
+
+func TestCachedVersion_NeverHashes(t *testing.T) {
+	fs, root := newTestFS(t, Options{})
+	put(t, root, "f.txt", "a")
+	_, ok := fs.CachedVersion("f.txt")
+	assert.False(t, ok, "not hashed yet: unknown")
+	_, ok = fs.CachedVersion("f.txt")
+	assert.False(t, ok, "asking did not hash it")
+	require.NoError(t, os.Mkdir(filepath.Join(root, "d"), 0o755))
+	v, ok := fs.CachedVersion("d")
+	assert.True(t, ok)
+	assert.NotEmpty(t, v, "a directory has its metadata version")
+	_, ok = fs.CachedVersion("missing")
+	assert.False(t, ok)
+}
