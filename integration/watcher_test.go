@@ -25,7 +25,7 @@ const visibleWithin = time.Second
 
 // longCaches makes the kernel keep names and attributes for an hour: what
 // the mount shows at once is what the watcher invalidated.
-var longCaches = []string{"--entry-timeout", "1h", "--attr-timeout", "1h"}
+var longCaches = []string{"--watch", "--entry-timeout", "1h", "--attr-timeout", "1h"}
 
 // externalEntries lists the daemon's audit entries of channel external.
 func externalEntries(t *testing.T, d *daemon) []control.LogEntry {
@@ -213,7 +213,7 @@ func TestWatcher_BurstOfAThousandFiles(t *testing.T) {
 }
 
 func TestWatcher_TheDaemonsOwnChangesAreNotReportedAgain(t *testing.T) {
-	d := startDaemon(t, daemonOptions{Files: map[string]string{
+	d := startDaemon(t, daemonOptions{Args: []string{"--watch"}, Files: map[string]string{
 		"sock.txt": "s\n", "mnt.txt": "m\n", "mv.txt": "v\n", "rm.txt": "r\n", "chmod.txt": "c\n",
 	}})
 	ctx := testCtx(t)
@@ -290,7 +290,7 @@ func TestWatcher_AnOverflowIsRecoveredByARescan(t *testing.T) {
 }
 
 func TestWatcher_HiddenPathsAreNotAudited(t *testing.T) {
-	d := startDaemon(t, daemonOptions{Args: []string{"--hide", "/secret"}, Files: map[string]string{"secret/k.txt": "s\n"}})
+	d := startDaemon(t, daemonOptions{Args: []string{"--watch", "--hide", "/secret"}, Files: map[string]string{"secret/k.txt": "s\n"}})
 	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "secret/k.txt"), []byte("changed\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "marker.txt"), []byte("m\n"), 0o644))
 	var entries []control.LogEntry

@@ -148,7 +148,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, log.With("component", "watch"))
 		if werr != nil {
 			unmount()
-			return fmt.Errorf("watch the workspace directory (--watch=false runs without): %w", werr)
+			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
 		}
 		defer watcher.Close()
 	}
