@@ -179,14 +179,19 @@ func (o *ownChanges) explains(c ExternalChange) bool {
 }
 
 // ownTemp reports whether p is the temp file of a socket publish of a path
-// the daemon is changing or changed recently ("dir/.name.tmp" for
-// "dir/name", see provider/local's publish).
+// the daemon is changing or changed recently: "dir/.NAME.dsh-HEX16.tmp"
+// (provider/local's createTemp; NAME without leading dots, at most 100
+// bytes) or "dir/.NAME.tmp".
 func (o *ownChanges) ownTemp(p string) bool {
 	dir, base := path.Split(p)
 	if !strings.HasPrefix(base, ".") || !strings.HasSuffix(base, ".tmp") || len(base) <= len(".tmp")+1 {
 		return false
 	}
-	return o.settled(dir + base[1:len(base)-len(".tmp")])
+	name := base[1 : len(base)-len(".tmp")]
+	if i := strings.LastIndex(name, ".dsh-"); i >= 0 && len(name)-i == len(".dsh-")+16 {
+		name = name[:i]
+	}
+	return o.settled(dir+name) || o.settled(dir+"."+name)
 }
 
 // settled reports whether the daemon announced or recently committed a

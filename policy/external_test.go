@@ -120,9 +120,12 @@ func TestRecordExternal_TheTempFileOfAnOwnPublishIsNotExternal(t *testing.T) {
 	f, tmp := fs.target("d/f.txt"), fs.target("d/.f.txt.tmp")
 	e.own.begin(f)
 	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1")})
+	tmp2 := fs.target("d/.f.txt.dsh-0123456789abcdef.tmp")
 	for _, c := range []ExternalChange{
 		{Op: OpCreate, Target: tmp, After: "v1"},
 		{Op: OpRename, Target: tmp, To: &f, After: "v1"},
+		{Op: OpCreate, Target: tmp2},
+		{Op: OpDelete, Target: tmp2},
 	} {
 		rec, err := e.RecordExternal(ctx, c)
 		require.NoError(t, err)
