@@ -34,8 +34,9 @@ type handle struct {
 	rel      string       // path at open, for a file unlinked meanwhile
 	actor    policy.Actor // the opener: recorded as the writer
 	writable bool
-	pt       bool // passthrough was offered for this handle
-	direct   bool // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
+	unhold   func() // ends the engine's hold on the path (writable handles)
+	pt       bool   // passthrough was offered for this handle
+	direct   bool   // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
 
 	dirty atomic.Bool
 
@@ -93,10 +94,16 @@ func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, 
 // by the node's ioModes. Release must uncount it.
 func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) *handle {
 	pt, direct := n.io.choose(n.m.cfg.Passthrough, a.Session != "", writable)
-	return &handle{
+	h := &handle{
 		file: f, lf: fs.NewLoopbackFileFromOS(f), node: n, rel: rel, actor: a,
 		writable: writable, pt: pt, direct: direct, last: *st,
 	}
+	if writable {
+		// Its writes are recorded at flush; the backing-tree watcher must
+		// not report them as external meanwhile.
+		h.unhold = n.m.cfg.Engine.HoldOwn(n.m.target(rel))
+	}
+	return h
 }
 
 // Open implements fs.NodeOpener: the read / write decision point. A bound
@@ -352,6 +359,9 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 		return 0
 	}
 	n.m.recordWrites(ctx, h, true)
+	if h.unhold != nil {
+		h.unhold()
+	}
 	h.node.io.release(h.pt)
 	return h.lf.Release(ctx)
 }

@@ -117,6 +117,10 @@ func (iv *invalidator) forget(rel string, removed bool) {
 		return // the kernel never looked up the directory: nothing cached
 	}
 	name := path.Base(rel)
+	// The directory's cached listing (readdir) names the entry too.
+	if errno := parent.NotifyContent(0, 0); errno != 0 {
+		iv.m.log.Debug("notify directory content", "path", rel, "errno", errno)
+	}
 	child := parent.GetChild(name)
 	if child != nil {
 		if errno := child.NotifyContent(0, 0); errno != 0 {

@@ -133,15 +133,20 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	e.Seq = s.auditSeq.next()
 	if e.Time.IsZero() {
 		e.Time = s.opts.Now()
 	}
+	// The seq is assigned and the entry published under the feed's lock,
+	// so subscribers see entries in seq order.
+	s.feed.mu.Lock()
+	defer s.feed.mu.Unlock()
+	e.Seq = s.auditSeq.next()
 	val, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
 	}
 	s.buf.put(auditKey(e.Seq), val, false)
+	s.feed.publish(e)
 	return nil
 }
 

@@ -60,6 +60,9 @@ func (e *Engine) commit(ctx context.Context, m mutation) error {
 		entry.To = m.to.DisplayPath
 	}
 	e.logRecordErr(s.AppendAudit(entry), "append audit entry", m.target)
+	if m.actor.Channel != ChannelExternal {
+		e.own.commit(m)
+	}
 	return e.notify(ctx, Event{
 		Actor: m.actor, Op: m.op, Target: m.target, Observation: m.obs,
 		Before: m.before, After: after, To: m.to,

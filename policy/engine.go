@@ -47,6 +47,7 @@ type Engine struct {
 	store    *Store
 	fs       provider.FileSystem
 	refusals *refusalLimiter
+	own      *ownChanges // the daemon's own changes, for the watcher
 
 	mu        sync.RWMutex
 	decider   Decider
@@ -66,7 +67,8 @@ func NewEngine(store *Store, fs provider.FileSystem) *Engine {
 // decider registers).
 func newEngine(store *Store, fs provider.FileSystem) *Engine {
 	return &Engine{store: store, fs: fs,
-		refusals: newRefusalLimiter(store.opts.RefusalInterval, store.opts.RefusalKeys)}
+		refusals: newRefusalLimiter(store.opts.RefusalInterval, store.opts.RefusalKeys),
+		own:      newOwnChanges(store.opts.Now)}
 }
 
 // RegisterDecider puts d in the single decider slot. It returns false, and
@@ -97,6 +99,7 @@ func (e *Engine) AddPreparer(p Preparer) {
 
 // prepare runs the preparers for ts.
 func (e *Engine) prepare(ctx context.Context, ts ...provider.Target) {
+	e.own.begin(ts...)
 	e.mu.RLock()
 	preparers := e.preparers
 	e.mu.RUnlock()

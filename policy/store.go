@@ -39,6 +39,7 @@ type Store struct {
 	buf        *writeBuffer
 	digests    digests
 	auditSeq   *sequence
+	feed       *feed // live subscribers of the audit log's changes
 	sessMu     sync.RWMutex
 	sessions   map[SessionID]*sessionState
 	flushMu    sync.Mutex // one flush (or prefix purge) at a time
@@ -121,6 +122,7 @@ func (s *Store) start() error {
 		return fmt.Errorf("read clean-shutdown marker: %w", err)
 	}
 	fresh := s.auditSeq.limit.Load() == 0
+	s.feed = newFeed(s) // after fresh: it takes a seq
 	if !clean && !fresh {
 		s.recovered = true
 		s.log.Warn("policy store was not closed cleanly; records of the last moments may be missing, which only makes guards stricter",
@@ -146,6 +148,7 @@ func (s *Store) Recovered() bool { return s.recovered }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.feed.end()
 		close(s.stop)
 		s.background.Wait()
 		s.auditSeq.wait()

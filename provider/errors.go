@@ -29,6 +29,11 @@ const (
 	// request argument that no backend could accept (NUL in a path, invalid
 	// UTF-8 content, an empty edit string).
 	CodeInvalidArgument Code = "FS_INVALID_ARGUMENT"
+	// CodeChangesLost says the daemon cannot vouch for every change after
+	// the seq a watcher asked from (older than the retained history, from
+	// before this daemon run, or before changes were lost): rescan, then
+	// resubscribe from the seq the message names.
+	CodeChangesLost Code = "FS_CHANGES_LOST"
 )
 
 // Codes lists every code in a stable order.
@@ -37,6 +42,7 @@ var Codes = []Code{
 	CodePermissionDenied, CodeSandboxDenied, CodeIOError, CodeStaleVersion,
 	CodeNotObserved, CodeAmbiguousEdit, CodeEditNotFound, CodePatchMismatch,
 	CodeSameTarget, CodeTooLarge, CodeAborted, CodeInvalidArgument,
+	CodeChangesLost,
 }
 
 // Sentinel errors, one per code, for errors.Is matching:
@@ -58,6 +64,7 @@ var (
 	ErrTooLarge         = &Error{Code: CodeTooLarge}
 	ErrAborted          = &Error{Code: CodeAborted}
 	ErrInvalidArgument  = &Error{Code: CodeInvalidArgument}
+	ErrChangesLost      = &Error{Code: CodeChangesLost}
 )
 
 // Error is the one filesystem error type. It carries a stable Code, the

@@ -144,6 +144,15 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}
 
+	if cfg.Watch {
+		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, log.With("component", "watch"))
+		if werr != nil {
+			unmount()
+			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
+		}
+		defer watcher.Close()
+	}
+
 	ctlCfg.Engine, ctlCfg.Binder = engine, bindNotifier{registry, mnt}
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {

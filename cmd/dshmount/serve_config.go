@@ -16,6 +16,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // serveConfig is every knob of `dshmount serve`. The flags map onto it and
@@ -46,6 +47,11 @@ type serveConfig struct {
 	MaxRequestBytes int64
 	// NoSync skips the fsyncs of socket publications (--durability none).
 	NoSync bool
+	// Watch runs the backing-tree watcher (--watch).
+	Watch bool
+	// WatchMaxPending bounds the paths the watcher collects in one window
+	// (--watch-max-pending; 0: the default).
+	WatchMaxPending int
 	// BindCgroups puts each process bound to a session (dshmount exec) in
 	// a cgroup v2 of its own where the hierarchy is writable; false binds
 	// by the parent chain only.
@@ -153,6 +159,8 @@ Flags:
 	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable; root daemon only). "+
 		"Its requests run with its own permissions and it sees only its own sessions; the socket is opened to it (0666, its directory searchable), "+
 		"and serve refuses to start if it cannot reach the socket (pass a --socket it can reach)")
+	fs.BoolVar(&cfg.Watch, "watch", false, "watch the workspace directory: a change made there directly (git checkout, an editor on the real path) shows through the mount at once and is audited with channel external; needs one inotify watch per directory (raised as root, else the error names the sysctl)")
+	fs.IntVar(&cfg.WatchMaxPending, "watch-max-pending", local.DefaultTreeMaxPending, "paths the watcher collects in one 20 ms window; beyond it (or when the kernel's event queue overflows) it rescans the workspace directory and records what changed")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
 	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches names")
 	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")

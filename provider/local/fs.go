@@ -71,6 +71,22 @@ type hooks struct {
 	removeSource func(dir *os.File, name string) error
 	// walked runs when the resolver has entered the directory rel.
 	walked func(rel string)
+	// treeAddWatch runs before each inotify_add_watch of a tree watcher; an
+	// error replaces the call's.
+	treeAddWatch func(rel string) error
+	// treeSysctl replaces the max_user_watches file.
+	treeSysctl string
+	// treeNotRoot makes a tree watcher behave as a non-root daemon.
+	treeNotRoot bool
+	// treeLog receives a tree watcher's recovered failures.
+	treeLog func(format string, args ...any)
+}
+
+// logf reports a recovered failure to the test seam, when set.
+func (h hooks) logf(format string, args ...any) {
+	if h.treeLog != nil {
+		h.treeLog(format, args...)
+	}
 }
 
 var _ provider.FileSystem = (*FS)(nil)
