@@ -168,7 +168,7 @@ func (m *mountState) guardHandle(ctx context.Context, h *handle, op string) (fun
 		unlock()
 		return nil, errnoOf(err)
 	}
-	if cur, err := m.statRel(rel); err != nil || fileID(&cur.st) != fileID(&bs.st) {
+	if !h.holdsName(&bs.st) {
 		unlock()
 		m.log.Info("mount write refused", "op", op, "path", rel, "session", h.actor.Session,
 			"reason", "the name no longer holds the file this descriptor writes")
@@ -199,7 +199,24 @@ func (h *handle) noteOwn() {
 // reopened for reading through /proc; a file the daemon may not read gets
 // its metadata version.
 func (m *mountState) versionOfFd(fd int) (provider.Version, error) {
-	ver, _, err := m.withReadable(fd, func(rfd int) (provider.Version, unix.Stat_t, error) { return m.vers.Fresh(rfd) })
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil && flags&unix.O_PATH == 0 && flags&unix.O_ACCMODE != unix.O_WRONLY {
+		ver, _, err := m.vers.Fresh(fd)
+		return ver, err
+	}
+	rfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		bs, serr := fstat(fd)
+		if serr != nil {
+			return "", serr
+		}
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || !isRegularStat(&bs.st) {
+			return local.MetadataVersion(&bs.st), nil
+		}
+		return "", err
+	}
+	defer unix.Close(rfd)
+	ver, _, err := m.vers.Fresh(rfd)
 	return ver, err
 }
 
@@ -210,27 +227,6 @@ func (m *mountState) cachedVersionOfFd(fd int, st *unix.Stat_t) (provider.Versio
 		return ver, nil
 	}
 	return m.versionOfFd(fd)
-}
-
-// withReadable runs hash on a readable descriptor of the file open as fd.
-func (m *mountState) withReadable(fd int, hash func(int) (provider.Version, unix.Stat_t, error)) (provider.Version, unix.Stat_t, error) {
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	if err == nil && flags&unix.O_PATH == 0 && flags&unix.O_ACCMODE != unix.O_WRONLY {
-		return hash(fd)
-	}
-	rfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		bs, serr := fstat(fd)
-		if serr != nil {
-			return "", bs.st, serr
-		}
-		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || !isRegularStat(&bs.st) {
-			return local.MetadataVersion(&bs.st), bs.st, nil
-		}
-		return "", bs.st, err
-	}
-	defer unix.Close(rfd)
-	return hash(rfd)
 }
 
 // versionOfEntry is the content version of the entry e (not following a

@@ -117,7 +117,7 @@ func (m *mountState) guardTruncate(a policy.Actor, n *node, h *handle, rel strin
 		return 0
 	}
 	if h != nil {
-		if cur, err := m.statRel(rel); err != nil || fileID(&cur.st) != fileID(st) {
+		if !h.holdsName(st) {
 			return syscall.ESTALE
 		}
 		return m.guardChange(a, "truncate", n, t, st, func() (provider.Version, error) {
