@@ -239,23 +239,30 @@ func (e *Engine) Stat(ctx context.Context, a Actor, t provider.Target) (*provide
 	return info, nil
 }
 
-// Read stats t, then reads its text, and records present at the stat's
-// version. A missing target records absent and fails with FS_NOT_FOUND, so
-// a later guarded write may create it but an edit may not.
+// Read reads t's text and records present at the version of the bytes it
+// read (provider.TextVersionReader; other backends: the version of a Stat
+// taken just before). A missing target records absent and fails with
+// FS_NOT_FOUND, so a later guarded write may create it but an edit may not.
 func (e *Engine) Read(ctx context.Context, a Actor, t provider.Target) (string, provider.Info, error) {
 	if err := e.begin(a); err != nil {
 		return "", provider.Info{}, err
+	}
+	if r, ok := e.fs.(provider.TextVersionReader); ok {
+		text, info, err := r.ReadTextVersion(ctx, t)
+		if provider.CodeOf(err) == provider.CodeNotFound {
+			return "", provider.Info{}, e.readAbsent(a, t)
+		}
+		if err != nil {
+			return "", info, err
+		}
+		return text, info, e.observe(a, t, Present(info.Version))
 	}
 	info, err := e.fs.Stat(ctx, t)
 	if err != nil {
 		return "", provider.Info{}, err
 	}
 	if info == nil {
-		if err := e.observe(a, t, Absent()); err != nil {
-			return "", provider.Info{}, err
-		}
-		return "", provider.Info{}, provider.NewError(provider.CodeNotFound, "read", t.DisplayPath, nil,
-			"no such file; check the path, or write it to create it")
+		return "", provider.Info{}, e.readAbsent(a, t)
 	}
 	text, err := e.fs.ReadText(ctx, t)
 	if err != nil {
@@ -265,6 +272,15 @@ func (e *Engine) Read(ctx context.Context, a Actor, t provider.Target) (string, 
 		return text, *info, err
 	}
 	return text, *info, nil
+}
+
+// readAbsent records that a's read found no t and returns the read's error.
+func (e *Engine) readAbsent(a Actor, t provider.Target) error {
+	if err := e.observe(a, t, Absent()); err != nil {
+		return err
+	}
+	return provider.NewError(provider.CodeNotFound, "read", t.DisplayPath, nil,
+		"no such file; check the path, or write it to create it")
 }
 
 func (e *Engine) observe(a Actor, t provider.Target, obs Observation) error {

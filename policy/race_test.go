@@ -71,3 +71,50 @@ func TestEngine_ConcurrentSessionsOneWinnerPerVersion(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, len(winners), "one audit entry per winning edit")
 }
+
+// emptyStatFS is the local backend whose Stat reports the version of an
+// empty file whatever the file holds: what a stat taken just before another
+// writer filled the file reports.
+type emptyStatFS struct{ *local.FS }
+
+func (f emptyStatFS) Stat(ctx context.Context, t provider.Target) (*provider.Info, error) {
+	info, err := f.FS.Stat(ctx, t)
+	if info != nil {
+		info.Version, info.Size = local.VersionOfBytes(nil), 0
+	}
+	return info, err
+}
+
+// TestRead_ObservesTheBytesItReturned: versions name bytes and can recur
+// (a file emptied, written, emptied again), so a read must observe the
+// version of the text it returns, not of a stat taken before. With the
+// stat's (empty) version, an edit of the returned text passed the guard
+// once the file was empty again, and failed with FS_EDIT_NOT_FOUND instead
+// of FS_STALE_VERSION.
+func TestRead_ObservesTheBytesItReturned(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	p := filepath.Join(root, "f.txt")
+	require.NoError(t, os.WriteFile(p, []byte("written\n"), 0o644))
+	store := openStore(t, t.TempDir(), quietOptions())
+	lfs, err := local.New(root, local.Options{Digests: store})
+	require.NoError(t, err)
+	e := NewEngine(store, emptyStatFS{lfs})
+	a := openSession(t, store)
+	target := lfs.TargetForRel("f.txt")
+
+	text, info, err := e.Read(ctx, a, target)
+	require.NoError(t, err)
+	require.Equal(t, "written\n", text)
+	assert.Equal(t, local.VersionOfBytes([]byte(text)), info.Version, "the version names the bytes returned")
+	obs, ok := store.Observation(a.Session, target.Key)
+	require.True(t, ok)
+	assert.Equal(t, Present(info.Version), obs)
+
+	// The file is emptied: the session never saw those bytes, so an edit
+	// of what it did see is stale, not "not found".
+	require.NoError(t, os.WriteFile(p, nil, 0o644))
+	_, err = e.Edit(ctx, a, target, provider.EditRequest{OldString: "written", NewString: "x"}, Guard{})
+	require.Error(t, err)
+	assert.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "%v", err)
+}

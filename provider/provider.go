@@ -175,6 +175,17 @@ type FileID struct {
 	Ino uint64
 }
 
+// TextVersionReader is implemented by backends that read a file's text
+// together with the version of exactly the bytes read. Versions name bytes
+// and can recur (a file emptied, written, emptied again), so a version
+// taken by a separate Stat may belong to other bytes than the text: an
+// observation recorded from it could later let an edit prepared against
+// the text pass a guard on bytes it never saw.
+type TextVersionReader interface {
+	// ReadTextVersion is ReadText plus the Info of the bytes it read.
+	ReadTextVersion(ctx context.Context, t Target) (string, Info, error)
+}
+
 // FileSystem is the provider seam. Every call takes a context; cancellation
 // is checked at syscall boundaries and before publication (FS_ABORTED). All
 // failures are *Error values.

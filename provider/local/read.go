@@ -75,19 +75,39 @@ func (fs *FS) openRegular(ctx context.Context, op string, t provider.Target) (*o
 // invalid UTF-8 is FS_NOT_TEXT; directories and devices are
 // FS_NOT_REGULAR_FILE; a missing file is FS_NOT_FOUND.
 func (fs *FS) ReadText(ctx context.Context, t provider.Target) (string, error) {
-	f, st, err := fs.openRegular(ctx, "read", t)
+	data, err := fs.readTextBytes(ctx, t)
 	if err != nil {
 		return "", err
+	}
+	return ownedString(data), nil
+}
+
+// ReadTextVersion implements provider.TextVersionReader: the version is the
+// digest of the very bytes returned.
+func (fs *FS) ReadTextVersion(ctx context.Context, t provider.Target) (string, provider.Info, error) {
+	data, err := fs.readTextBytes(ctx, t)
+	if err != nil {
+		return "", provider.Info{}, err
+	}
+	info := provider.Info{Version: VersionOfBytes(data), Type: provider.TypeFile, Size: int64(len(data))}
+	return ownedString(data), info, nil
+}
+
+// readTextBytes reads the whole regular file t and checks it is text.
+func (fs *FS) readTextBytes(ctx context.Context, t provider.Target) ([]byte, error) {
+	f, st, err := fs.openRegular(ctx, "read", t)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	data, err := readAll(ctx, f, st.Size, -1)
 	if err != nil {
-		return "", ioFailure("read", t.DisplayPath, err)
+		return nil, ioFailure("read", t.DisplayPath, err)
 	}
 	if err := checkText(data, 0); err != nil {
-		return "", notText("read", t.DisplayPath, err)
+		return nil, notText("read", t.DisplayPath, err)
 	}
-	return ownedString(data), nil
+	return data, nil
 }
 
 // ReadBytes reads the whole regular file t, which must hold at most maxBytes
