@@ -40,7 +40,10 @@ type View struct {
 	orig  Rules
 }
 
-var _ provider.FileSystem = (*View)(nil)
+var (
+	_ provider.FileSystem        = (*View)(nil)
+	_ provider.TextVersionReader = (*View)(nil)
+)
 
 // rooted is implemented by backends with a host root directory (local.FS);
 // View uses it to classify absolute paths.
@@ -199,6 +202,28 @@ func (v *View) ReadText(ctx context.Context, t provider.Target) (string, error) 
 		return "", err
 	}
 	return v.fs.ReadText(ctx, t)
+}
+
+// ReadTextVersion implements provider.TextVersionReader when the backend
+// does (the text and the version of the same bytes); otherwise it stats
+// then reads, as a backend without it would.
+func (v *View) ReadTextVersion(ctx context.Context, t provider.Target) (string, provider.Info, error) {
+	if err := v.denyHidden("read", relOfTarget(t)); err != nil {
+		return "", provider.Info{}, err
+	}
+	if r, ok := v.fs.(provider.TextVersionReader); ok {
+		return r.ReadTextVersion(ctx, t)
+	}
+	info, err := v.fs.Stat(ctx, t)
+	if err != nil {
+		return "", provider.Info{}, err
+	}
+	if info == nil {
+		return "", provider.Info{}, provider.NewError(provider.CodeNotFound, "read", t.DisplayPath, nil,
+			"no such file; check the path, or write it to create it")
+	}
+	text, err := v.fs.ReadText(ctx, t)
+	return text, *info, err
 }
 
 // StreamText implements provider.FileSystem.

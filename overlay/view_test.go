@@ -160,14 +160,15 @@ func TestView_HiddenTargetIsSandboxDeniedOnEveryCall(t *testing.T) {
 			_, err := v.Resolve(ctx, "/ws/sub/a.key", provider.ResolveOptions{})
 			return err
 		},
-		"lstat":      func() error { _, err := v.Lstat(ctx, "a.key", provider.ResolveOptions{}); return err },
-		"stat":       func() error { _, err := v.Stat(ctx, hidden); return err },
-		"read":       func() error { _, err := v.ReadText(ctx, hidden); return err },
-		"stream":     func() error { _, err := v.StreamText(ctx, hidden); return err },
-		"read bytes": func() error { _, err := v.ReadBytes(ctx, hidden, 10); return err },
-		"read range": func() error { _, err := v.ReadByteRange(ctx, hidden, provider.ByteRange{Length: 1}); return err },
-		"list":       func() error { _, err := v.ListDir(ctx, fake.target(".git")); return err },
-		"write":      func() error { _, err := v.WriteText(ctx, hidden, "x", nil); return err },
+		"lstat":        func() error { _, err := v.Lstat(ctx, "a.key", provider.ResolveOptions{}); return err },
+		"stat":         func() error { _, err := v.Stat(ctx, hidden); return err },
+		"read":         func() error { _, err := v.ReadText(ctx, hidden); return err },
+		"read+version": func() error { _, _, err := v.ReadTextVersion(ctx, hidden); return err },
+		"stream":       func() error { _, err := v.StreamText(ctx, hidden); return err },
+		"read bytes":   func() error { _, err := v.ReadBytes(ctx, hidden, 10); return err },
+		"read range":   func() error { _, err := v.ReadByteRange(ctx, hidden, provider.ByteRange{Length: 1}); return err },
+		"list":         func() error { _, err := v.ListDir(ctx, fake.target(".git")); return err },
+		"write":        func() error { _, err := v.WriteText(ctx, hidden, "x", nil); return err },
 		"edit": func() error {
 			_, err := v.EditText(ctx, hidden, provider.EditRequest{OldString: "a"}, nil)
 			return err
@@ -285,4 +286,35 @@ func TestNew_RejectsBadGlobAndNilFS(t *testing.T) {
 	assert.Contains(t, err.Error(), "--hide")
 	_, err = New(nil, Rules{})
 	require.Error(t, err)
+}
+
+// versionedFake is a backend that reads text and its version in one step.
+type versionedFake struct{ *fakeFS }
+
+func (f versionedFake) ReadTextVersion(_ context.Context, t provider.Target) (string, provider.Info, error) {
+	return "one step", provider.Info{Version: "v-of-the-bytes-read", Type: provider.TypeFile}, nil
+}
+
+// TestView_ReadTextVersionForwardsToTheBackend: the engine's read observes
+// the version of the bytes it returned only if the view passes the
+// one-step read through (else it stats, then reads).
+func TestView_ReadTextVersionForwardsToTheBackend(t *testing.T) {
+	ctx := context.Background()
+	fake := newFake("main.go")
+	v, err := New(versionedFake{fake}, Rules{})
+	require.NoError(t, err)
+	text, info, err := v.ReadTextVersion(ctx, fake.target("main.go"))
+	require.NoError(t, err)
+	assert.Equal(t, "one step", text)
+	assert.Equal(t, provider.Version("v-of-the-bytes-read"), info.Version)
+
+	plain := newView(t, fake) // a backend without it: stat, then read
+	text, info, err = plain.ReadTextVersion(ctx, fake.target("main.go"))
+	require.NoError(t, err)
+	assert.Equal(t, "content of main.go", text)
+	stat, err := fake.Stat(ctx, fake.target("main.go"))
+	require.NoError(t, err)
+	assert.Equal(t, stat.Version, info.Version)
+	_, _, err = plain.ReadTextVersion(ctx, fake.target("missing.go"))
+	assert.ErrorIs(t, err, provider.ErrNotFound)
 }
