@@ -57,9 +57,15 @@ func startSpinner(t *testing.T) *exec.Cmd {
 func TestStop_ReturnsOnceEveryThreadIsStopped(t *testing.T) {
 	cmd := startSpinner(t)
 	pid := cmd.Process.Pid
-	states, err := ThreadStates(pid)
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(states), 5, "the spinner runs several threads: %s", FormatStates(states))
+	// The spinner prints its line before the runtime has necessarily
+	// started the threads of its locked goroutines: wait for them.
+	var states map[int]string
+	require.Eventually(t, func() bool {
+		var err error
+		states, err = ThreadStates(pid)
+		return err == nil && len(states) >= 5
+	}, time.Minute, 5*time.Millisecond, "the spinner runs several threads: %s", FormatStates(states))
+	var err error
 
 	for round := 0; round < 3; round++ {
 		require.NoError(t, Stop(pid, time.Minute))
