@@ -359,11 +359,13 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 		return 0
 	}
 	n.m.recordWrites(ctx, h, true)
+	h.node.io.release(h.pt)
+	errno := h.lf.Release(ctx)
 	if h.unhold != nil {
+		// After the close: its IN_CLOSE_WRITE is the mount's own too.
 		h.unhold()
 	}
-	h.node.io.release(h.pt)
-	return h.lf.Release(ctx)
+	return errno
 }
 
 // Allocate implements fs.NodeAllocater (fallocate(2)).

@@ -76,7 +76,9 @@ func TestRace_GuardedMutationsFromSocketAndMountNeverLoseAcknowledgedWork(t *tes
 	for _, f := range files {
 		initial[f] = "initial-" + f + "\n"
 	}
-	d := startDaemon(t, daemonOptions{Files: initial})
+	// The backing-tree watcher is on: nothing here changes the workspace
+	// directory out of band, so every change it sees is the daemon's own.
+	d := startDaemon(t, daemonOptions{Args: []string{"--watch"}, Files: initial})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -119,7 +121,37 @@ func TestRace_GuardedMutationsFromSocketAndMountNeverLoseAcknowledgedWork(t *tes
 	}
 
 	checkRaceHistory(t, d, ledger, files)
+	checkNoExternal(t, d, ledger)
 	stopAndCheckRaces(t, d)
+}
+
+// checkNoExternal fails on every external audit entry: the run makes no
+// out-of-band change. Each one is reported with the successes on its path
+// acknowledged around it, to tell which own write the watcher misread.
+func checkNoExternal(t *testing.T, d *daemon, ledger *raceLedger) {
+	t.Helper()
+	// The watcher delivers within its window; let the last one land.
+	time.Sleep(200 * time.Millisecond)
+	ext := externalEntries(t, d)
+	ledger.mu.Lock()
+	defer ledger.mu.Unlock()
+	for _, e := range ext {
+		var near []string
+		for _, op := range ledger.ops {
+			if op.OK && op.File == e.Path && op.Ack.After(e.Time.Add(-300*time.Millisecond)) && op.Start.Before(e.Time.Add(50*time.Millisecond)) {
+				near = append(near, fmt.Sprintf("%s %s start %+.1fms ack %+.1fms", op.Actor, op.Kind,
+					float64(op.Start.Sub(e.Time).Microseconds())/1000, float64(op.Ack.Sub(e.Time).Microseconds())/1000))
+			}
+		}
+		producer := "no operation"
+		for _, op := range ledger.ops {
+			if op.File == e.Path && e.After != "" && local.VersionOfBytes([]byte(op.Content)) == e.After {
+				producer = fmt.Sprintf("%s %s ok=%v start %+.1fms ack %+.1fms", op.Actor, op.Kind, op.OK,
+					float64(op.Start.Sub(e.Time).Microseconds())/1000, float64(op.Ack.Sub(e.Time).Microseconds())/1000)
+			}
+		}
+		t.Errorf("false external entry seq %d: %s %s after %s (bytes of %s); successes near it: %v", e.Seq, e.Op, e.Path, e.After, producer, near)
+	}
 }
 
 // runSocketActor loops read-then-mutate on random files with its own

@@ -19,6 +19,7 @@ type mutation struct {
 	sourceDeleted bool             // move/rename: the source is gone
 	unconditional bool
 	detail        string
+	own           uint64 // the announcement (ownChanges.begin) this ends; 0: none
 }
 
 // commit records a completed mutation: the session's observation, the last

@@ -97,9 +97,11 @@ func (e *Engine) AddPreparer(p Preparer) {
 	e.preparers = append(e.preparers, p)
 }
 
-// prepare runs the preparers for ts.
-func (e *Engine) prepare(ctx context.Context, ts ...provider.Target) {
-	e.own.begin(ts...)
+// prepare announces the change of ts (see ownChanges) and runs the
+// preparers for them; it returns the announcement's id, which the
+// mutation's commit or abort ends.
+func (e *Engine) prepare(ctx context.Context, ts ...provider.Target) uint64 {
+	own := e.own.begin(ts...)
 	e.mu.RLock()
 	preparers := e.preparers
 	e.mu.RUnlock()
@@ -108,6 +110,7 @@ func (e *Engine) prepare(ctx context.Context, ts ...provider.Target) {
 			p(ctx, t)
 		}
 	}
+	return own
 }
 
 // FS returns the provider the Engine drives.
@@ -303,9 +306,10 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 		e.auditRefusal(a, OpWrite, t, err, true)
 		return provider.WriteOutcome{}, err
 	}
-	e.prepare(ctx, t)
+	own := e.prepare(ctx, t)
 	out, err := e.fs.WriteText(ctx, t, content, intent)
 	if err != nil {
+		e.own.abort(own, t)
 		e.auditRefusal(a, OpWrite, t, err, false)
 		return out, err
 	}
@@ -315,7 +319,7 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpWrite, target: t, before: before, after: out.Version,
-		obs: Present(out.Version), unconditional: g.Unconditional, detail: string(out.Operation),
+		obs: Present(out.Version), unconditional: g.Unconditional, detail: string(out.Operation), own: own,
 	})
 }
 
@@ -329,15 +333,16 @@ func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provi
 		e.auditRefusal(a, OpEdit, t, err, true)
 		return provider.EditOutcome{}, err
 	}
-	e.prepare(ctx, t)
+	own := e.prepare(ctx, t)
 	out, err := e.fs.EditText(ctx, t, req, vg)
 	if err != nil {
+		e.own.abort(own, t)
 		e.auditRefusal(a, OpEdit, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpEdit, target: t, before: guardVersion(vg), after: out.Version,
-		obs: Present(out.Version), unconditional: g.Unconditional,
+		obs: Present(out.Version), unconditional: g.Unconditional, own: own,
 	})
 }
 
@@ -351,15 +356,16 @@ func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []
 		e.auditRefusal(a, OpPatch, t, err, true)
 		return provider.EditOutcome{}, err
 	}
-	e.prepare(ctx, t)
+	own := e.prepare(ctx, t)
 	out, err := e.fs.PatchText(ctx, t, hunks, vg)
 	if err != nil {
+		e.own.abort(own, t)
 		e.auditRefusal(a, OpPatch, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpPatch, target: t, before: guardVersion(vg), after: out.Version,
-		obs: Present(out.Version), unconditional: g.Unconditional,
+		obs: Present(out.Version), unconditional: g.Unconditional, own: own,
 	})
 }
 
@@ -373,15 +379,16 @@ func (e *Engine) Delete(ctx context.Context, a Actor, t provider.Target, g Guard
 		e.auditRefusal(a, OpDelete, t, err, true)
 		return provider.DeleteOutcome{}, err
 	}
-	e.prepare(ctx, t)
+	own := e.prepare(ctx, t)
 	out, err := e.fs.DeleteFile(ctx, t, vg)
 	if err != nil {
+		e.own.abort(own, t)
 		e.auditRefusal(a, OpDelete, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpDelete, target: t, before: guardVersion(vg),
-		obs: Absent(), unconditional: g.Unconditional,
+		obs: Absent(), unconditional: g.Unconditional, own: own,
 	})
 }
 
@@ -403,16 +410,17 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 		e.auditMoveRefusal(a, src, dst, err, true)
 		return provider.MoveOutcome{}, err
 	}
-	e.prepare(ctx, src, dst)
+	own := e.prepare(ctx, src, dst)
 	out, err := e.fs.MoveFile(ctx, src, dst, provider.MoveOptions{Hunks: hunks, ExpectedSource: sg, ExpectedDestination: dg})
 	if err != nil {
+		e.own.abort(own, src, dst)
 		e.auditMoveRefusal(a, src, dst, err, false)
 		return out, err
 	}
 	m := mutation{
 		actor: a, op: OpMove, target: src, before: guardVersion(sg), after: out.Destination.Version,
 		obs: Present(out.Destination.Version), to: &dst,
-		sourceDeleted: out.SourceDeleted, unconditional: srcG.Unconditional || dstG.Unconditional,
+		sourceDeleted: out.SourceDeleted, unconditional: srcG.Unconditional || dstG.Unconditional, own: own,
 	}
 	if f := out.SourceFailure; f != nil {
 		m.detail = fmt.Sprintf("source not removed: %s: %s", f.Code, f.Message)

@@ -22,6 +22,9 @@ const (
 	// ownWait bounds how long RecordExternal waits for an announced own
 	// change (a socket mutation in progress) to commit.
 	ownWait = 2 * time.Second
+	// ownPruneAt is the ledger size at which expired entries are first
+	// dropped.
+	ownPruneAt = 4096
 )
 
 // ExternalChange is one change the backing-tree watcher saw.
@@ -31,6 +34,13 @@ type ExternalChange struct {
 	To     *provider.Target // a rename's destination
 	After  provider.Version // the version now ("" when gone or unknown)
 	Dir    bool             // the path is a directory
+	// Since, when set, says that every event behind this change happened
+	// after it: the watcher had read its event queue empty at Since and
+	// delivered all it held by then. An own change completed before Since
+	// has had all its events delivered already, so it explains nothing
+	// here; one completed at or after it explains, however late the
+	// watcher is. Zero (unknown): own changes explain for ownTTL.
+	Since time.Time
 }
 
 // ownChanges remembers what the daemon itself is changing and changed
@@ -42,36 +52,118 @@ type ownChanges struct {
 	mu      sync.Mutex
 	changed *sync.Cond
 	paths   map[string]*ownEntry
+	seq     uint64    // the last announcement's id
+	pruneAt int       // prune when paths grows to this size
+	horizon time.Time // the latest Since a watcher reported (zero: none)
 }
 
 // ownEntry is the daemon's latest own change of one path.
 type ownEntry struct {
-	pending int              // announced, not yet committed
-	held    int              // open for writing through the mount
-	until   time.Time        // pending announcements expire then
-	at      time.Time        // last commit
-	op      MutationOp       // of the last commit
-	after   provider.Version // of the last commit ("" gone)
-	gone    bool             // the last commit removed the path
+	open    map[uint64]time.Time // announcements in progress → when they expire
+	held    int                  // open for writing through the mount
+	at      time.Time            // last commit (or last release of a hold)
+	tried   time.Time            // last announcement that ended without a commit
+	results []ownResult          // the recent commits, oldest first
+}
+
+// ownResult is what one own commit left at a path. The watcher classifies
+// a path by its state when it flushes, which may be any of the daemon's
+// recent results, not only the latest: each one explains.
+type ownResult struct {
+	at    time.Time
+	after provider.Version // "" when gone or unknown
+	gone  bool             // the commit removed the path
+}
+
+// ownResultsKept bounds the results kept per path (the oldest go first).
+const ownResultsKept = 64
+
+// add appends a result, dropping those that can explain nothing any more
+// (older than horizon, or than ownTTL without one).
+func (o *ownChanges) add(e *ownEntry, r ownResult) {
+	keep := e.results[:0]
+	for _, old := range e.results {
+		if o.fresh(old.at, o.horizon, r.at) {
+			keep = append(keep, old)
+		}
+	}
+	if len(keep) >= ownResultsKept {
+		keep = append(keep[:0], keep[len(keep)-ownResultsKept+1:]...)
+	}
+	e.results = append(keep, r)
+	e.at = r.at
+}
+
+// pending reports whether an announced change of the path is in progress.
+func (e *ownEntry) pending(now time.Time) bool {
+	for _, until := range e.open {
+		if now.Before(until) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor is the latest expiry among the announcements ids still open.
+func (e *ownEntry) waitFor(ids []uint64, now time.Time) (time.Time, bool) {
+	var last time.Time
+	for _, id := range ids {
+		if until, ok := e.open[id]; ok && now.Before(until) && until.After(last) {
+			last = until
+		}
+	}
+	return last, !last.IsZero()
 }
 
 // newOwnChanges returns an empty ledger.
 func newOwnChanges(now func() time.Time) *ownChanges {
-	o := &ownChanges{now: now, paths: map[string]*ownEntry{}}
+	o := &ownChanges{now: now, paths: map[string]*ownEntry{}, pruneAt: ownPruneAt}
 	o.changed = sync.NewCond(&o.mu)
 	return o
 }
 
-// begin announces that the daemon is about to change ts.
-func (o *ownChanges) begin(ts ...provider.Target) {
+// begin announces that the daemon is about to change ts; the announcement
+// ends with commit (mutation.own) or abort of the id it returns.
+func (o *ownChanges) begin(ts ...provider.Target) uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.seq++
 	until := o.now().Add(ownWait)
 	for _, t := range ts {
 		e := o.entry(t.DisplayPath)
-		e.pending++
-		e.until = until
+		if e.open == nil {
+			e.open = map[uint64]time.Time{}
+		}
+		e.open[o.seq] = until
 	}
+	return o.seq
+}
+
+// abort ends the announcements of ts for a change that failed (refused
+// under the lock, or an I/O error): nothing is compared with it, but the
+// temp files it may have made and removed are still the daemon's own.
+func (o *ownChanges) abort(id uint64, ts ...provider.Target) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	for _, t := range ts {
+		e := o.entry(t.DisplayPath)
+		delete(e.open, id)
+		e.tried = now
+	}
+	o.changed.Broadcast()
+}
+
+// fresh reports whether an own change completed at t can still account for
+// a watcher event: events after since (when set), else within ownTTL.
+func (o *ownChanges) fresh(t, since, now time.Time) bool {
+	if t.IsZero() {
+		return false
+	}
+	if !since.IsZero() {
+		return !t.Before(since)
+	}
+	return now.Sub(t) <= ownTTL
 }
 
 // entry returns the entry of p, creating it; o.mu is held. Expired entries
@@ -79,8 +171,9 @@ func (o *ownChanges) begin(ts ...provider.Target) {
 func (o *ownChanges) entry(p string) *ownEntry {
 	e, ok := o.paths[p]
 	if !ok {
-		if len(o.paths) >= 4096 {
+		if len(o.paths) >= o.pruneAt {
 			o.prune()
+			o.pruneAt = max(ownPruneAt, 2*len(o.paths))
 		}
 		e = &ownEntry{}
 		o.paths[p] = e
@@ -88,11 +181,13 @@ func (o *ownChanges) entry(p string) *ownEntry {
 	return e
 }
 
-// prune drops entries that explain nothing any more; o.mu is held.
+// prune drops entries that explain nothing any more; o.mu is held. While a
+// watcher reports its horizon, an entry lives until the watcher has read
+// past it, however long that takes.
 func (o *ownChanges) prune() {
 	now := o.now()
 	for p, e := range o.paths {
-		if e.held == 0 && (e.pending == 0 || now.After(e.until)) && now.Sub(e.at) > ownTTL {
+		if e.held == 0 && !e.pending(now) && !o.fresh(e.at, o.horizon, now) && !o.fresh(e.tried, o.horizon, now) {
 			delete(o.paths, p)
 		}
 	}
@@ -105,16 +200,18 @@ func (o *ownChanges) commit(m mutation) {
 	now := o.now()
 	note := func(p string, after provider.Version, gone bool) {
 		e := o.entry(p)
-		if e.pending > 0 {
-			e.pending--
-		}
-		e.at, e.op, e.after, e.gone = now, m.op, after, gone
+		delete(e.open, m.own)
+		o.add(e, ownResult{at: now, after: after, gone: gone})
 	}
 	removed := m.obs.Kind == ObservedAbsent || m.op == OpDelete || m.op == OpUnlink
 	if m.to != nil {
 		note(m.to.DisplayPath, m.after, false)
 		if m.sourceDeleted {
 			note(m.target.DisplayPath, "", true)
+		} else {
+			src := o.entry(m.target.DisplayPath) // a move that kept its source
+			delete(src.open, m.own)
+			src.tried = now
 		}
 	} else {
 		note(m.target.DisplayPath, m.after, removed)
@@ -126,7 +223,12 @@ func (o *ownChanges) commit(m mutation) {
 // accounts for c. An announced change still in progress is waited for
 // (bounded by its announcement) and then compared.
 func (o *ownChanges) explains(c ExternalChange) bool {
-	if o.ownTemp(c.Target.DisplayPath) && (c.To == nil || o.ownTemp(c.To.DisplayPath) || o.settled(c.To.DisplayPath)) {
+	o.mu.Lock()
+	if c.Since.After(o.horizon) {
+		o.horizon = c.Since
+	}
+	o.mu.Unlock()
+	if o.ownTemp(c.Target.DisplayPath, c.Since) && (c.To == nil || o.ownTemp(c.To.DisplayPath, c.Since) || o.settled(c.To.DisplayPath, c.Since)) {
 		return true
 	}
 	paths := []string{c.Target.DisplayPath}
@@ -140,41 +242,55 @@ func (o *ownChanges) explains(c ExternalChange) bool {
 			return true // the mount records it when the file is flushed
 		}
 	}
+	// Wait for the announcements open now to end (later ones are not
+	// waited for: under steady traffic the path may never be quiet).
 	for _, p := range paths {
+		e, ok := o.paths[p]
+		if !ok {
+			continue
+		}
+		ids := make([]uint64, 0, len(e.open))
+		for id := range e.open {
+			ids = append(ids, id)
+		}
 		for {
-			e, ok := o.paths[p]
-			if !ok || e.pending == 0 || !o.now().Before(e.until) {
+			until, open := e.waitFor(ids, o.now())
+			if !open {
 				break
 			}
-			o.waitLocked(e.until)
+			o.waitLocked(until)
 		}
 	}
 	now := o.now()
-	recent := func(p string) (*ownEntry, bool) {
+	// left reports whether a fresh own result of p is one match accepts.
+	left := func(p string, match func(ownResult) bool) bool {
 		e, ok := o.paths[p]
-		if !ok || e.at.IsZero() || now.Sub(e.at) > ownTTL {
-			return nil, false
+		if !ok {
+			return false
 		}
-		return e, true
+		for _, r := range e.results {
+			if o.fresh(r.at, c.Since, now) && match(r) {
+				return true
+			}
+		}
+		return false
 	}
+	gone := func(r ownResult) bool { return r.gone }
+	present := func(r ownResult) bool { return !r.gone }
+	holds := func(r ownResult) bool { return !r.gone && (r.after == "" || c.After == "" || r.after == c.After) }
 	switch c.Op {
 	case OpDelete, OpUnlink:
-		e, ok := recent(c.Target.DisplayPath)
-		return ok && e.gone
+		return left(c.Target.DisplayPath, gone)
 	case OpRename:
-		src, okS := recent(c.Target.DisplayPath)
-		dst, okD := recent(c.To.DisplayPath)
-		return okS && okD && src.gone && !dst.gone && (c.After == "" || dst.after == "" || dst.after == c.After)
+		return left(c.Target.DisplayPath, gone) && left(c.To.DisplayPath, holds)
 	case OpSetattr:
-		e, ok := recent(c.Target.DisplayPath)
-		return ok && !e.gone
+		return left(c.Target.DisplayPath, present)
 	default:
-		e, ok := recent(c.Target.DisplayPath)
-		if ok && !e.gone && (e.after == "" || c.After == "" || e.after == c.After) {
+		if left(c.Target.DisplayPath, holds) {
 			return true
 		}
 		// A directory the daemon made for a file it published below it.
-		return c.Op == OpCreate && c.Dir && o.settledBelowLocked(c.Target.DisplayPath)
+		return c.Op == OpCreate && c.Dir && o.settledBelowLocked(c.Target.DisplayPath, c.Since)
 	}
 }
 
@@ -182,7 +298,7 @@ func (o *ownChanges) explains(c ExternalChange) bool {
 // the daemon is changing or changed recently: "dir/.NAME.dsh-HEX16.tmp"
 // (provider/local's createTemp; NAME without leading dots, at most 100
 // bytes) or "dir/.NAME.tmp".
-func (o *ownChanges) ownTemp(p string) bool {
+func (o *ownChanges) ownTemp(p string, since time.Time) bool {
 	dir, base := path.Split(p)
 	if !strings.HasPrefix(base, ".") || !strings.HasSuffix(base, ".tmp") || len(base) <= len(".tmp")+1 {
 		return false
@@ -191,29 +307,29 @@ func (o *ownChanges) ownTemp(p string) bool {
 	if i := strings.LastIndex(name, ".dsh-"); i >= 0 && len(name)-i == len(".dsh-")+16 {
 		name = name[:i]
 	}
-	return o.settled(dir+name) || o.settled(dir+"."+name)
+	return o.settled(dir+name, since) || o.settled(dir+"."+name, since)
 }
 
-// settled reports whether the daemon announced or recently committed a
-// change of p.
-func (o *ownChanges) settled(p string) bool {
+// settled reports whether the daemon announced, or recently committed or
+// tried, a change of p.
+func (o *ownChanges) settled(p string, since time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e, ok := o.paths[p]
-	if !ok {
-		return false
-	}
+	return ok && o.settledLocked(e, since)
+}
+
+// settledLocked is settled for one entry; o.mu is held.
+func (o *ownChanges) settledLocked(e *ownEntry, since time.Time) bool {
 	now := o.now()
-	return (e.pending > 0 && now.Before(e.until)) || (!e.at.IsZero() && now.Sub(e.at) <= ownTTL)
+	return e.pending(now) || o.fresh(e.at, since, now) || o.fresh(e.tried, since, now)
 }
 
 // settledBelowLocked reports whether the daemon announced or recently
 // committed a change below the directory dir; o.mu is held.
-func (o *ownChanges) settledBelowLocked(dir string) bool {
-	now := o.now()
+func (o *ownChanges) settledBelowLocked(dir string, since time.Time) bool {
 	for p, e := range o.paths {
-		if len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir) &&
-			((e.pending > 0 && now.Before(e.until)) || (!e.at.IsZero() && now.Sub(e.at) <= ownTTL)) {
+		if len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir) && o.settledLocked(e, since) {
 			return true
 		}
 	}
@@ -238,6 +354,8 @@ func (o *ownChanges) waitLocked(deadline time.Time) {
 // HoldOwn marks t as open for writing through the mount until release is
 // called: its writes are recorded when the file is flushed, so what the
 // backing-tree watcher sees of t meanwhile is the daemon's own change.
+// Call release after the backing descriptor is closed, so that the events
+// of the close and of the last writes are covered too.
 func (e *Engine) HoldOwn(t provider.Target) (release func()) {
 	o := e.own
 	o.mu.Lock()
@@ -250,9 +368,14 @@ func (e *Engine) HoldOwn(t provider.Target) (release func()) {
 			defer o.mu.Unlock()
 			if en, ok := o.paths[t.DisplayPath]; ok && en.held > 0 {
 				en.held--
-				if en.at.IsZero() {
-					en.at = o.now() // late events of its last writes
+				// The hold ends after the mount closed its descriptor:
+				// every event of its writes happened before now, and
+				// the file holds what the mount recorded last.
+				last := ownResult{at: o.now()}
+				if n := len(en.results); n > 0 {
+					last.after, last.gone = en.results[n-1].after, en.results[n-1].gone
 				}
+				o.add(en, last)
 			}
 		})
 	}

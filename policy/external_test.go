@@ -98,7 +98,7 @@ func TestRecordExternal_AnAnnouncedSocketChangeThatCommitsIsNotExternal(t *testi
 	e, fs := newTestEngine(t)
 	f := fs.target("f.txt")
 	ctx := context.Background()
-	e.own.begin(f) // a socket mutation between its guard and its commit
+	id := e.own.begin(f) // a socket mutation between its guard and its commit
 	var wg sync.WaitGroup
 	var rec bool
 	var err error
@@ -107,7 +107,7 @@ func TestRecordExternal_AnAnnouncedSocketChangeThatCommitsIsNotExternal(t *testi
 		defer wg.Done()
 		rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "v9"})
 	}()
-	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v9", obs: Present("v9")})
+	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v9", obs: Present("v9"), own: id})
 	wg.Wait()
 	require.NoError(t, err)
 	assert.False(t, rec)
@@ -118,8 +118,8 @@ func TestRecordExternal_TheTempFileOfAnOwnPublishIsNotExternal(t *testing.T) {
 	e, fs := newTestEngine(t)
 	ctx := context.Background()
 	f, tmp := fs.target("d/f.txt"), fs.target("d/.f.txt.tmp")
-	e.own.begin(f)
-	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1")})
+	id := e.own.begin(f)
+	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1"), own: id})
 	tmp2 := fs.target("d/.f.txt.dsh-0123456789abcdef.tmp")
 	for _, c := range []ExternalChange{
 		{Op: OpCreate, Target: tmp, After: "v1"},
@@ -141,8 +141,8 @@ func TestRecordExternal_ADirectoryMadeForAnOwnPublishIsNotExternal(t *testing.T)
 	e, fs := newTestEngine(t)
 	ctx := context.Background()
 	f := fs.target("made/for/f.txt")
-	e.own.begin(f)
-	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1")})
+	id := e.own.begin(f)
+	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1"), own: id})
 	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpCreate, Target: fs.target("made"), Dir: true})
 	require.NoError(t, err)
 	assert.False(t, rec)
@@ -168,4 +168,113 @@ func TestRecordExternal_AFileHeldOpenForWritingByTheMountIsNotExternal(t *testin
 	rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "someone else"})
 	require.NoError(t, err)
 	assert.True(t, rec)
+}
+
+func TestRecordExternal_ARefusedSocketChangeEndsItsAnnouncement(t *testing.T) {
+	e, fs := newTestEngine(t)
+	a := openSession(t, e.Store())
+	ctx := context.Background()
+	f := fs.target("f.txt")
+	fs.put(f, "old\n")
+	// A guard the provider refuses under its lock (after prepare).
+	_, err := e.Write(ctx, a, f, "new\n", Guard{Write: &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: "not-it"}})
+	require.Error(t, err)
+
+	done := make(chan bool, 1)
+	go func() {
+		rec, rerr := e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "someone else"})
+		assert.NoError(t, rerr)
+		done <- rec
+	}()
+	select {
+	case rec := <-done:
+		assert.True(t, rec, "the refused change wrote nothing: this one is someone else's")
+	case <-time.After(ownWait / 2):
+		t.Fatal("RecordExternal waited for an announcement that its refused change never ended")
+	}
+}
+
+func TestRecordExternal_OnlyTheAnnouncementsOpenWhenTheEventIsCheckedAreWaitedFor(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	s := openStore(t, t.TempDir(), quietOptions().WithNow(clock.Now))
+	fs := newFakeFS()
+	e := NewEngine(s, fs)
+	f := fs.target("f.txt")
+	first := e.own.begin(f)
+	second := e.own.begin(f)
+	// Another change of the same path fails: that must not count as the end
+	// of the first one.
+	e.own.abort(second, f)
+	e.own.mu.Lock()
+	entry := e.own.paths[f.DisplayPath]
+	until, open := entry.waitFor([]uint64{first, second}, clock.Now())
+	e.own.mu.Unlock()
+	assert.True(t, open, "the first announcement is still open")
+	assert.Equal(t, clock.Now().Add(ownWait), until)
+	e.own.commit(mutation{actor: Actor{Channel: ChannelSocket}, op: OpWrite, target: f, after: "v1", obs: Present("v1"), own: first})
+	e.own.mu.Lock()
+	_, open = entry.waitFor([]uint64{first, second}, clock.Now())
+	e.own.mu.Unlock()
+	assert.False(t, open)
+}
+
+func TestRecordExternal_AnOwnChangeExplainsItsEventsHoweverLateTheWatcherIs(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	s := openStore(t, t.TempDir(), quietOptions().WithNow(clock.Now))
+	fs := newFakeFS()
+	e := NewEngine(s, fs)
+	ctx := context.Background()
+	f := fs.target("f.txt")
+	drained := clock.Now() // the watcher read its queue empty here
+	clock.Advance(time.Millisecond)
+	require.NoError(t, e.RecordMount(ctx, Actor{Channel: ChannelMount}, OpWrite, f, "", "v", nil))
+	clock.Advance(10 * ownTTL) // the watcher lags far behind
+
+	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "v", Since: drained})
+	require.NoError(t, err)
+	assert.False(t, rec, "the write completed after the watcher's horizon: its events are in this batch")
+
+	// Once the watcher has read past the write, a change is someone else's.
+	rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "v", Since: clock.Now()})
+	require.NoError(t, err)
+	assert.True(t, rec, "a change the watcher saw after it had read past the daemon's write")
+}
+
+func TestRecordExternal_AHoldCoversEventsUntilItIsReleased(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	s := openStore(t, t.TempDir(), quietOptions().WithNow(clock.Now))
+	fs := newFakeFS()
+	e := NewEngine(s, fs)
+	ctx := context.Background()
+	f := fs.target("f.txt")
+	release := e.HoldOwn(f)
+	require.NoError(t, e.RecordMount(ctx, Actor{Channel: ChannelMount}, OpWrite, f, "", "v", nil))
+	drained := clock.Now()
+	clock.Advance(10 * ownTTL) // the descriptor stays open long after the record
+	release()
+	// The close's own event (IN_CLOSE_WRITE) reaches a watcher that had
+	// read its queue empty just after the record.
+	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "v", Since: drained.Add(time.Millisecond)})
+	require.NoError(t, err)
+	assert.False(t, rec, "events up to the release are the mount's own")
+}
+
+func TestRecordExternal_AnyRecentOwnResultExplainsNotOnlyTheLatest(t *testing.T) {
+	e, fs := newTestEngine(t)
+	ctx := context.Background()
+	f := fs.target("f.txt")
+	since := time.Now()
+	mount := Actor{Channel: ChannelMount}
+	require.NoError(t, e.RecordMount(ctx, mount, OpWrite, f, "", "v1", nil))
+	// The watcher classified the file holding v1; before it asks, the
+	// daemon wrote v2.
+	require.NoError(t, e.RecordMount(ctx, mount, OpWrite, f, "v1", "v2", nil))
+	for _, v := range []provider.Version{"v1", "v2"} {
+		rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: v, Since: since})
+		require.NoError(t, err)
+		assert.False(t, rec, "%s is a state the daemon left", v)
+	}
+	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpWrite, Target: f, After: "v3", Since: since})
+	require.NoError(t, err)
+	assert.True(t, rec, "bytes the daemon never recorded")
 }

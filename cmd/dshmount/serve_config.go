@@ -159,7 +159,7 @@ Flags:
 	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable; root daemon only). "+
 		"Its requests run with its own permissions and it sees only its own sessions; the socket is opened to it (0666, its directory searchable), "+
 		"and serve refuses to start if it cannot reach the socket (pass a --socket it can reach)")
-	fs.BoolVar(&cfg.Watch, "watch", false, "watch the workspace directory: a change made there directly (git checkout, an editor on the real path) shows through the mount at once and is audited with channel external; needs one inotify watch per directory (raised as root, else the error names the sysctl)")
+	fs.BoolVar(&cfg.Watch, "watch", true, "watch the workspace directory: a change made there directly (git checkout, an editor on the real path) shows through the mount at once and is audited with channel external; needs one inotify watch per directory (raised as root, else the error names the sysctl); --watch=false turns it off (out-of-band changes then show after the cache timeouts and are not audited)")
 	fs.IntVar(&cfg.WatchMaxPending, "watch-max-pending", local.DefaultTreeMaxPending, "paths the watcher collects in one 20 ms window; beyond it (or when the kernel's event queue overflows) it rescans the workspace directory and records what changed")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
 	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches names")

@@ -231,3 +231,14 @@ func TestServeConfig_DescriptorBudgetKeepsTheMountsShare(t *testing.T) {
 	assert.Contains(t, err.Error(), "kept for the mount")
 	assert.Greater(t, cfg.Descriptors(), 100, "each connection costs a descriptor")
 }
+
+func TestServeConfig_TheWorkspaceWatcherIsOnByDefault(t *testing.T) {
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "project"), filepath.Join(dir, "mnt")
+	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, cfg.Watch, "out-of-band changes are watched unless turned off")
+	cfg, err = parseServeArgs([]string{"--watch=false", src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, cfg.Watch, "--watch=false turns it off")
+}

@@ -60,7 +60,7 @@ func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engi
 			if ignored(ev.Path) || (ev.Kind == local.TreeRenamed && ignored(ev.To)) {
 				continue
 			}
-			c := policy.ExternalChange{Op: externalOp(ev.Kind), Target: lfs.TargetForRel(ev.Path), Dir: ev.Dir}
+			c := policy.ExternalChange{Op: externalOp(ev.Kind), Target: lfs.TargetForRel(ev.Path), Dir: ev.Dir, Since: ev.Since}
 			now := c.Target
 			if ev.Kind == local.TreeRenamed {
 				to := lfs.TargetForRel(ev.To)

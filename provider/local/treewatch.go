@@ -44,6 +44,12 @@ type TreeEvent struct {
 	// Stat is the path's (To's for a rename) state after the change; nil
 	// for TreeDeleted and TreeOverflow.
 	Stat *TreeStat
+	// Since is a time before every kernel event behind this change: the
+	// watcher had read the kernel's queue empty then and had delivered
+	// everything it read before it. A change that some process completed
+	// (its descriptor closed, its rename returned) before Since was
+	// delivered in an earlier batch. Zero: no such time yet.
+	Since time.Time
 }
 
 // TreeStat is the part of a stat a tree watcher keeps per path.
@@ -164,6 +170,9 @@ type treeWatcher struct {
 	moves    map[uint32]treeMove  // IN_MOVED_FROM waiting for its IN_MOVED_TO
 	first    time.Time            // when the window opened
 	overflow bool                 // events were lost in this window
+
+	drained time.Time // start of the latest read that emptied the kernel queue
+	since   time.Time // drained as of the last delivery: Since of the next batch
 
 	done chan struct{}
 	once sync.Once
@@ -318,14 +327,25 @@ func under(p, dir string) bool {
 // run reads events until Close, flushing each window when it ends.
 func (w *treeWatcher) run() {
 	defer close(w.done)
-	buf := make([]byte, 256*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	const maxEvent = unix.SizeofInotifyEvent + unix.NAME_MAX + 1
+	buf := make([]byte, 256*maxEvent)
 	for {
 		if w.pending() {
 			_ = w.f.SetReadDeadline(w.first.Add(w.opts.Window))
 		} else {
 			_ = w.f.SetReadDeadline(time.Time{})
 		}
+		start := time.Now()
 		n, err := w.f.Read(buf)
+		if err == nil && len(buf)-n < maxEvent {
+			start = time.Time{} // the buffer filled: more may be queued
+		}
+		if (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) && !start.IsZero() {
+			// The kernel returns every queued event that fits: the queue
+			// was empty when this read began, or it waited until the
+			// deadline with nothing to read.
+			w.drained = start
+		}
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			w.flush()
@@ -518,6 +538,11 @@ func (w *treeWatcher) flush() {
 	w.items = nil
 	clear(w.marks)
 	w.overflow = false
+	for i := range out {
+		out[i].Since = w.since
+	}
+	// Everything read before drained is in out or was delivered earlier.
+	w.since = w.drained
 	if len(out) > 0 {
 		w.deliver(out, nil)
 	}

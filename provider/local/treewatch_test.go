@@ -310,3 +310,30 @@ func TestCachedVersion_NeverHashes(t *testing.T) {
 	_, ok = fs.CachedVersion("missing")
 	assert.False(t, ok)
 }
+
+func TestWatchTree_SinceIsBeforeTheChangeAndAdvances(t *testing.T) {
+	fs, root := newTestFS(t, Options{})
+	l := startTree(t, fs, TreeWatchOptions{})
+	put(t, root, "one.txt", "1")
+	var first TreeEvent
+	for first.Path != "one.txt" {
+		for _, ev := range <-l.ch {
+			if ev.Path == "one.txt" {
+				first = ev
+			}
+		}
+	}
+	mark := time.Now()
+	put(t, root, "two.txt", "2")
+	var second TreeEvent
+	for second.Path != "two.txt" {
+		for _, ev := range <-l.ch {
+			if ev.Path == "two.txt" {
+				second = ev
+			}
+		}
+	}
+	assert.False(t, second.Since.IsZero(), "the watcher had read its queue empty before the second change")
+	assert.False(t, second.Since.After(mark), "every event behind the change came after Since")
+	assert.False(t, second.Since.Before(first.Since), "Since never goes back")
+}
