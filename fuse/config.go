@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -20,6 +21,40 @@ const (
 	DefaultEntryTimeout = 10 * time.Second
 	DefaultAttrTimeout  = 10 * time.Second
 )
+
+// WatchedTimeout is the kernel cache timeout (names, attributes, missing
+// names) when the backing tree is watched: then every change reaches the
+// kernel's caches at once, so the timeout only bounds what no watcher sees.
+// That is a store through a shared mmap of a backing file by a process
+// outside the mount (inotify reports no event for it), a change made on
+// another host of a network filesystem, and a change inside a directory
+// the watcher could not watch (it logs that).
+const WatchedTimeout = time.Hour
+
+// ReaddirPlusMode says how directory listings carry attributes.
+type ReaddirPlusMode string
+
+// ReaddirPlus modes.
+const (
+	// ReaddirPlusAuto: the kernel asks for attributes with the first
+	// batch, and for the rest only when it also looks the names up (ls -l,
+	// git status), so a plain listing (find, ls) costs no lookup per entry.
+	ReaddirPlusAuto ReaddirPlusMode = "auto"
+	// ReaddirPlusAlways: every batch carries attributes (a lookup per
+	// entry in the daemon).
+	ReaddirPlusAlways ReaddirPlusMode = "always"
+	// ReaddirPlusOff: names only; each name is looked up when used.
+	ReaddirPlusOff ReaddirPlusMode = "off"
+)
+
+// Validate reports an unknown mode ("" is ReaddirPlusAuto).
+func (r ReaddirPlusMode) Validate() error {
+	switch r {
+	case "", ReaddirPlusAuto, ReaddirPlusAlways, ReaddirPlusOff:
+		return nil
+	}
+	return fmt.Errorf("unknown readdirplus mode %q (auto, always or off)", string(r))
+}
 
 // Bindings maps a calling pid to the session it acts for;
 // *procbind.Registry implements it.
@@ -45,6 +80,22 @@ type Config struct {
 	// EntryTimeout and AttrTimeout bound how long the kernel caches names
 	// and attributes; zero means the defaults above, negative means none.
 	EntryTimeout, AttrTimeout time.Duration
+	// NegativeTimeout is how long the kernel caches that a name does not
+	// exist (zero: not cached). A name created through the socket or out of
+	// band is dropped from that cache at once (the invalidator), so this is
+	// safe for long only while the backing tree is watched.
+	NegativeTimeout time.Duration
+	// CacheDirs lets the kernel keep directory listings (FOPEN_CACHE_DIR).
+	// The kernel drops a listing when the mount changes the directory; the
+	// invalidator drops it on every socket or out-of-band change, so this
+	// is exact only while the backing tree is watched.
+	CacheDirs bool
+	// CacheLinks lets the kernel keep symbolic link targets; like
+	// CacheDirs, exact only while the backing tree is watched (a link
+	// retargeted out of band is a new inode, or its pages are dropped).
+	CacheLinks bool
+	// ReaddirPlus is how listings carry attributes ("": ReaddirPlusAuto).
+	ReaddirPlus ReaddirPlusMode
 	// Passthrough offers the kernel the backing file of each open (kernel
 	// ≥ 6.9, as root): reads and writes then bypass the daemon. Guards do not
 	// depend on it (they are decided at open, setattr, rename, unlink and
@@ -72,12 +123,21 @@ func (c Config) withDefaults() Config {
 	if c.AttrTimeout < 0 {
 		c.AttrTimeout = 0
 	}
+	if c.NegativeTimeout < 0 {
+		c.NegativeTimeout = 0
+	}
+	if c.ReaddirPlus == "" {
+		c.ReaddirPlus = ReaddirPlusAuto
+	}
 	return c
 }
 
 // validate reports a missing required field.
 func (c Config) validate() error {
 	var errs []error
+	if err := c.ReaddirPlus.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Local == nil {
 		errs = append(errs, errors.New("Config.Local is required"))
 	}

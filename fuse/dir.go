@@ -79,7 +79,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return &dirHandle{inner: ds, hidden: n.hiddenIn(rel)}, 0, 0
+	return &dirHandle{inner: ds, hidden: n.hiddenIn(rel)}, n.m.dirOpenFlags(), 0
 }
 
 // Readdir implements fs.NodeReaddirer (go-fuse uses OpendirHandle; this

@@ -33,10 +33,12 @@ type invalidator struct {
 	wg   sync.WaitGroup
 }
 
-// invalJob is one event to apply; done is closed when it was.
+// invalJob is one event to apply; done is closed when it was. With
+// dataOnly, only the pages and attributes of ev.Target are dropped.
 type invalJob struct {
-	ev   policy.Event
-	done chan struct{}
+	ev       policy.Event
+	dataOnly bool
+	done     chan struct{}
 }
 
 // newInvalidator starts the notification goroutine.
@@ -88,7 +90,11 @@ func (iv *invalidator) run() {
 		case <-iv.stop:
 			return
 		case j := <-iv.jobs:
-			iv.apply(j.ev)
+			if j.dataOnly {
+				iv.dropData(j.ev.Target.DisplayPath)
+			} else {
+				iv.apply(j.ev)
+			}
 			close(j.done)
 		}
 	}
@@ -114,7 +120,18 @@ func (iv *invalidator) forget(rel string, removed bool) {
 	}
 	parent := iv.lookup(path.Dir(rel))
 	if parent == nil {
-		return // the kernel never looked up the directory: nothing cached
+		// A directory on the way is unknown to the kernel, but the kernel
+		// may cache its absence (a negative entry) and its parent's
+		// listing: a publish that made the directories drops both.
+		if anc, missing := iv.deepest(path.Dir(rel)); anc != nil {
+			if errno := anc.NotifyContent(0, 0); errno != 0 {
+				iv.m.log.Debug("notify directory content", "path", rel, "errno", errno)
+			}
+			if errno := anc.NotifyEntry(missing); errno != 0 {
+				iv.m.log.Debug("notify entry", "path", rel, "errno", errno)
+			}
+		}
+		return
 	}
 	name := path.Base(rel)
 	// The directory's cached listing (readdir) names the entry too.
@@ -177,4 +194,56 @@ func (iv *invalidator) lookup(dir string) *fs.Inode {
 		}
 	}
 	return cur
+}
+
+// deepest finds the deepest directory of dir that go-fuse knows and the
+// name below it that it does not; nil when dir is fully known.
+func (iv *invalidator) deepest(dir string) (*fs.Inode, string) {
+	cur := iv.root
+	if dir == "." || dir == "" {
+		return nil, ""
+	}
+	for seg := range strings.SplitSeq(dir, "/") {
+		next := cur.GetChild(seg)
+		if next == nil {
+			return cur, seg
+		}
+		cur = next
+	}
+	return nil, ""
+}
+
+// dropData drops the kernel's pages and attributes of the file at rel, if
+// the kernel knows it.
+func (iv *invalidator) dropData(rel string) {
+	rel = strings.Trim(path.Clean("/"+rel), "/")
+	if rel == "" {
+		return
+	}
+	parent := iv.lookup(path.Dir(rel))
+	if parent == nil {
+		return
+	}
+	if child := parent.GetChild(path.Base(rel)); child != nil {
+		if errno := child.NotifyContent(0, 0); errno != 0 {
+			iv.m.log.Debug("notify content", "path", rel, "errno", errno)
+		}
+	}
+}
+
+// DropData drops the kernel's cached pages and attributes of the
+// workspace path rel, without waiting. The workspace watcher calls it for a
+// change it saw to a file the mount holds open for writing: that change is
+// counted as the mount's own (recorded when the file is flushed), but its
+// bytes may be someone else's, which the kernel has not seen.
+func (mt *Server) DropData(rel string) {
+	iv := mt.inval
+	if iv == nil || mt.state.closed.Load() {
+		return
+	}
+	j := invalJob{ev: policy.Event{Target: provider.Target{DisplayPath: rel}}, dataOnly: true, done: make(chan struct{})}
+	select {
+	case iv.jobs <- j:
+	case <-iv.stop:
+	}
 }

@@ -89,7 +89,9 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			PanicHandler: m.panicHandler,
 			// A bound writer's direct-I/O handle may be mmap'd shared:
 			// its stores then reach the daemon as guarded writes.
-			ExtraCapabilities: gofuse.CAP_DIRECT_IO_ALLOW_MMAP,
+			ExtraCapabilities:    gofuse.CAP_DIRECT_IO_ALLOW_MMAP | readdirPlusCaps(cfg.ReaddirPlus),
+			DisableReadDirPlus:   cfg.ReaddirPlus == ReaddirPlusOff,
+			EnableSymlinkCaching: cfg.CacheLinks,
 		},
 		// Modes are the backing modes, 0000 included: go-fuse would
 		// otherwise show a null mode as 0644 (0755 for a directory), and
@@ -97,6 +99,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		NullPermissions: true,
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,
+		NegativeTimeout: negativeTimeout(cfg.NegativeTimeout),
 		Logger:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		RootStableAttr:  &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
 	}
@@ -119,7 +122,8 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	cfg.Engine.AddObserver(mt.inval.observe)
 	cfg.Engine.AddPreparer(mt.inval.writeBack)
 	m.log.Info("mounted", "source", root, "passthrough", cfg.Passthrough, "direct", m.asRoot,
-		"entry_timeout", entry, "attr_timeout", attr)
+		"entry_timeout", entry, "attr_timeout", attr, "negative_timeout", cfg.NegativeTimeout,
+		"dir_cache", cfg.CacheDirs, "readdirplus", cfg.ReaddirPlus)
 	return mt, nil
 }
 

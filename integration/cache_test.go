@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Out-of-band changes to the backing directory (another program, a git
-// checkout there) are not seen by the daemon; the kernel's caches expire
+// Without the watcher (--watch=false), out-of-band changes to the backing
+// directory (another program, a git checkout there) are not seen by the
+// daemon; the kernel's caches expire
 // them after the entry / attribute timeout. These tests pin that the mount
 // shows them once the timeout has passed, for each way a file can change.
 
@@ -65,7 +66,7 @@ func TestCache_OutOfBandChangeVisibleAfterTimeout(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := startDaemon(t, daemonOptions{
-				Args:  []string{"--entry-timeout", cacheTimeout.String(), "--attr-timeout", cacheTimeout.String()},
+				Args:  []string{"--watch=false", "--entry-timeout", cacheTimeout.String(), "--attr-timeout", cacheTimeout.String()},
 				Files: map[string]string{"a.txt": "original\n", "gone.txt": "soon gone\n"},
 			})
 			// Warm the kernel's caches: names, attributes and pages.

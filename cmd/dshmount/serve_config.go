@@ -33,7 +33,14 @@ type serveConfig struct {
 	Debug      bool          // debug logs and FUSE request tracing
 	EntryTO    time.Duration // kernel name cache timeout
 	AttrTO     time.Duration // kernel attribute cache timeout
-	Grace      time.Duration // how long shutdown waits for open files before a lazy unmount
+	NegTO      time.Duration // kernel cache timeout of missing names (0: not cached)
+	// DirCache lets the kernel keep directory listings (with the watcher
+	// only: every change to a directory then drops its listing).
+	DirCache bool
+	// ReaddirPlus is how directory listings carry attributes: auto, always
+	// or off (see fuse.Config.ReaddirPlus).
+	ReaddirPlus string
+	Grace       time.Duration // how long shutdown waits for open files before a lazy unmount
 	// Passthrough lets the kernel read and write backing files directly.
 	Passthrough bool
 	// CPUProfile is a file for a CPU profile of the whole run (hidden
@@ -162,8 +169,14 @@ Flags:
 	fs.BoolVar(&cfg.Watch, "watch", true, "watch the workspace directory: a change made there directly (git checkout, an editor on the real path) shows through the mount at once and is audited with channel external; needs one inotify watch per directory (raised as root, else the error names the sysctl); --watch=false turns it off (out-of-band changes then show after the cache timeouts and are not audited)")
 	fs.IntVar(&cfg.WatchMaxPending, "watch-max-pending", local.DefaultTreeMaxPending, "paths the watcher collects in one 20 ms window; beyond it (or when the kernel's event queue overflows) it rescans the workspace directory and records what changed")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
-	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout, "how long the kernel caches names")
-	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout, "how long the kernel caches attributes")
+	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout,
+		"how long the kernel caches names (default "+fuse.WatchedTimeout.String()+" with --watch, which drops every changed name at once)")
+	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout,
+		"how long the kernel caches attributes (default "+fuse.WatchedTimeout.String()+" with --watch)")
+	fs.DurationVar(&cfg.NegTO, "negative-timeout", 0,
+		"how long the kernel caches that a name does not exist (default: the entry timeout with --watch, not at all without)")
+	fs.BoolVar(&cfg.DirCache, "dir-cache", true, "let the kernel cache directory listings (with --watch only: every change to a directory, from the mount, the socket or outside, drops its listing)")
+	fs.StringVar(&cfg.ReaddirPlus, "readdirplus", "auto", "directory listings with attributes: auto (the kernel asks for them when it looks names up after listing), always, or off")
 	fs.DurationVar(&cfg.Grace, "grace", defaultGrace, "on shutdown, how long to wait for open files before a lazy unmount")
 	fs.BoolVar(&cfg.Passthrough, "passthrough", true, "let the kernel read and write backing files directly (root, kernel ≥ 6.9)")
 	fs.BoolVar(&cfg.BindCgroups, "bind-cgroups", true,
@@ -183,6 +196,10 @@ Flags:
 	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
+	}
+	cfg.cacheDefaults(fs)
+	if err := fuse.ReaddirPlusMode(cfg.ReaddirPlus).Validate(); err != nil {
+		return serveConfig{}, fmt.Errorf("--readdirplus: %w", err)
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		return serveConfig{}, fmt.Errorf("--max-request-bytes must be positive, not %d", cfg.MaxRequestBytes)
@@ -322,4 +339,29 @@ func (c serveConfig) defaults() (serveConfig, error) {
 func within(p, dir string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// cacheDefaults sets the kernel cache timeouts the flags left unset: with
+// the backing-tree watcher every change reaches the kernel's caches at once
+// (mount changes are the kernel's own, socket and outside changes are
+// invalidated), so names, attributes and missing names are cached for
+// fuse.WatchedTimeout; without it, for the short defaults and missing names
+// not at all.
+func (c *serveConfig) cacheDefaults(fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.Watch {
+		if !set["entry-timeout"] {
+			c.EntryTO = fuse.WatchedTimeout
+		}
+		if !set["attr-timeout"] {
+			c.AttrTO = fuse.WatchedTimeout
+		}
+		if !set["negative-timeout"] {
+			c.NegTO = c.EntryTO
+		}
+	}
+	if !c.Watch {
+		c.DirCache = false
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/fuse"
 )
 
 func TestServeConfig_MountpointMustStayOutOfTheWorkspace(t *testing.T) {
@@ -241,4 +242,31 @@ func TestServeConfig_TheWorkspaceWatcherIsOnByDefault(t *testing.T) {
 	cfg, err = parseServeArgs([]string{"--watch=false", src, mnt}, io.Discard)
 	require.NoError(t, err)
 	assert.False(t, cfg.Watch, "--watch=false turns it off")
+}
+
+func TestServeConfig_KernelCachesAreLongOnlyWithTheWatcher(t *testing.T) {
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "project"), filepath.Join(dir, "mnt")
+	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, fuse.WatchedTimeout, cfg.EntryTO)
+	assert.Equal(t, fuse.WatchedTimeout, cfg.AttrTO)
+	assert.Equal(t, fuse.WatchedTimeout, cfg.NegTO, "missing names are cached as long as names")
+	assert.True(t, cfg.DirCache)
+
+	cfg, err = parseServeArgs([]string{"--watch=false", src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, fuse.DefaultEntryTimeout, cfg.EntryTO, "nothing drops an out-of-band change: short timeouts")
+	assert.Equal(t, fuse.DefaultAttrTimeout, cfg.AttrTO)
+	assert.Zero(t, cfg.NegTO, "no missing-name cache without the watcher")
+	assert.False(t, cfg.DirCache, "no listing cache without the watcher")
+
+	cfg, err = parseServeArgs([]string{"--entry-timeout", "2s", src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, cfg.EntryTO, "an explicit timeout is kept")
+	assert.Equal(t, 2*time.Second, cfg.NegTO, "missing names follow the entry timeout")
+	assert.Equal(t, fuse.WatchedTimeout, cfg.AttrTO)
+
+	_, err = parseServeArgs([]string{"--readdirplus", "sometimes", src, mnt}, io.Discard)
+	require.Error(t, err)
 }

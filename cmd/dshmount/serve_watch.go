@@ -34,8 +34,9 @@ func externalOp(k local.TreeKind) policy.MutationOp {
 // Paths below skip (the state directory, when it is inside the workspace)
 // and paths the view hides (--hide) are ignored. maxPending bounds the paths
 // one window holds before the watcher reports an overflow and rescans (0:
-// the default).
-func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engine *policy.Engine, skip string, maxPending int, log *slog.Logger) (io.Closer, error) {
+// the default). dropData drops the kernel's pages and attributes of a file
+// whose change the daemon counts as its own (see fuse.Server.DropData).
+func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engine *policy.Engine, skip string, maxPending int, dropData func(string), log *slog.Logger) (io.Closer, error) {
 	skipRel := ""
 	if rel, err := filepath.Rel(lfs.Root(), skip); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
 		skipRel = filepath.ToSlash(rel)
@@ -71,8 +72,15 @@ func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engi
 				// hashes files behind the guards' backs.
 				c.After, _ = lfs.CachedVersion(now.DisplayPath)
 			}
-			if _, rerr := engine.RecordExternal(ctx, c); rerr != nil {
+			recorded, rerr := engine.RecordExternal(ctx, c)
+			if rerr != nil {
 				log.Warn("record out-of-band change", "path", ev.Path, "err", rerr)
+			}
+			if !recorded && !ev.Dir && (ev.Kind == local.TreeModified || ev.Kind == local.TreeAttrib) && dropData != nil {
+				// Counted as the daemon's own (a file the mount holds open
+				// for writing, say), but the bytes or attributes may be
+				// someone else's: the kernel must not keep its copy.
+				dropData(ev.Path)
 			}
 		}
 	})
