@@ -33,6 +33,7 @@ type runConfig struct {
 	EditTime  time.Duration
 	ServeArgs string // extra flags for dshmount serve
 	Only      string // comma-separated subset: native,loopback,dshmount
+	Unbound   bool   // also run the file-system workloads on the mount unbound
 }
 
 // Results is bench/results.json.
@@ -62,6 +63,7 @@ func runAll(args []string) error {
 	f.DurationVar(&c.EditTime, "edit-time", 2*time.Second, "guarded-edit run duration")
 	f.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for dshmount serve (space separated)")
 	f.StringVar(&c.Only, "only", "native,loopback,dshmount", "targets to run")
+	f.BoolVar(&c.Unbound, "unbound", true, "also run the file-system workloads on the mount unbound (no session: the guard's cost is the difference)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -168,6 +170,12 @@ func runDshmount(c *runConfig, self, base string, fsArgs func(string, string) []
 	work := mkdir(mnt, "work")
 	if res.Targets["dshmount"], err = driver(bound(fsArgs(work, "dshmount")...)); err != nil {
 		return err
+	}
+	if c.Unbound {
+		logf("dshmount, unbound")
+		if res.Targets["dshmount-unbound"], err = driver(exec.Command(self, fsArgs(mkdir(mnt, "work-unbound"), "dshmount-unbound")...)); err != nil {
+			return err
+		}
 	}
 	logf("control socket vs in process")
 	if res.Targets["socket"], err = driver(exec.Command(self, "socket", "--socket", socket, "--dir", src,

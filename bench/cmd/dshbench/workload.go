@@ -184,6 +184,19 @@ func smallFilesWorkload(c *fsConfig, r *Report, rep int) error {
 			}
 			return nil
 		}},
+		{"files_stat_cold_10k", func() error {
+			// The kernel's names and attributes dropped: every stat is
+			// a lookup (on a mount, a request to the daemon).
+			if !dropCaches() {
+				r.note("cold stat: /proc/sys/vm/drop_caches not writable; names may still be cached")
+			}
+			for _, p := range names {
+				if _, err := os.Lstat(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 		{"files_read_10k", func() error {
 			for _, p := range names {
 				if _, err := os.ReadFile(p); err != nil {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestLoopbackRule_AppliesOnlyWhereTheLoopbackIsMoreThanTwiceNative(t *testing.T) {
+	cases := []struct {
+		name             string
+		n, l, d          float64
+		met, wantApplies bool
+	}{
+		{"loopback close to native: no rule", 1, 1.5, 10, true, false},
+		{"loopback slow, dshmount twice as fast", 1, 10, 5, true, true},
+		{"loopback slow, dshmount not twice as fast", 1, 10, 6, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			met, applies := loopbackRule(tc.n, tc.l, tc.d)
+			assert.Equal(t, tc.met, met)
+			assert.Equal(t, tc.wantApplies, applies)
+		})
+	}
+}
+
+func TestPrintTable_ShowsUnboundAndBothTargets(t *testing.T) {
+	rep := func(target string, v float64) *Report {
+		r := &Report{Target: target}
+		r.add("gosrc_git_status", "s", false, v)
+		r.finish()
+		return r
+	}
+	res := &Results{Targets: map[string]*Report{
+		"native": rep("native", 1), "loopback": rep("loopback", 10),
+		"dshmount": rep("dshmount", 1.5), "dshmount-unbound": rep("dshmount-unbound", 1.2),
+	}}
+	var out bytes.Buffer
+	printTable(&out, res)
+	assert.Contains(t, out.String(), "unb/native")
+	assert.Contains(t, out.String(), "1.20×", "the unbound ratio")
+	assert.Contains(t, out.String(), "≤2 met; ≤½ loopback met")
+}
