@@ -2,11 +2,14 @@ package fuse
 
 import (
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/policy"
 )
@@ -54,6 +57,8 @@ func TestCaller_ReusedTidIsNotAnsweredFromTheCache(t *testing.T) {
 	old := m.callers.m[tid]
 	old.start--
 	old.bound, old.session = false, ""
+	old.closePidfd()
+	old.pidfd, old.hasPidfd = deadPidfd(t), true // the older incarnation ended
 	m.callers.m[tid] = old
 	m.callers.mu.Unlock()
 
@@ -63,7 +68,8 @@ func TestCaller_ReusedTidIsNotAnsweredFromTheCache(t *testing.T) {
 }
 
 // BenchmarkCaller_CachedAnswer is the cost of identifying a caller seen
-// before (one read of /proc/TID/stat to check the incarnation).
+// before (one pidfd_send_signal to check the incarnation; a read of
+// /proc/TID/stat beyond the pidfd budget).
 func BenchmarkCaller_CachedAnswer(b *testing.B) {
 	m := &mountState{cfg: Config{Bindings: &countingBindings{}}}
 	tid := uint32(os.Getpid())
@@ -87,4 +93,51 @@ func BenchmarkMount_OpenClose(b *testing.B) {
 		}
 		_ = f.Close()
 	}
+}
+
+// deadPidfd is a pidfd of a process that has exited and been reaped.
+func deadPidfd(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "10")
+	require.NoError(t, cmd.Start())
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	require.NoError(t, err)
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	return fd
+}
+
+func TestCaller_ALiveThreadIsAnsweredThroughItsPidfd(t *testing.T) {
+	b := &countingBindings{}
+	m := &mountState{cfg: Config{Bindings: b}}
+	t.Cleanup(m.callers.forget)
+	tid := uint32(unix.Gettid())
+	m.caller(tid)
+	ci, ok := m.callers.live(tid, time.Now())
+	require.True(t, ok, "the running thread's pidfd vouches for the cached answer")
+	assert.True(t, ci.bound)
+	assert.False(t, ci.hasPidfd, "the copy handed out does not own the descriptor")
+	m.caller(tid)
+	assert.Equal(t, 1, b.count())
+}
+
+func TestCaller_PidfdsAreBoundedAndClosed(t *testing.T) {
+	var c callerCache
+	for i := range callerPidfdsMax + 10 {
+		fd, err := unix.PidfdOpen(os.Getpid(), 0)
+		require.NoError(t, err)
+		c.put(uint32(1_000_000+i), callerInfo{start: 1, until: time.Now().Add(time.Hour), pidfd: fd, hasPidfd: true}, 0)
+	}
+	c.mu.Lock()
+	held := 0
+	for _, ci := range c.m {
+		if ci.hasPidfd {
+			held++
+		}
+	}
+	assert.Equal(t, callerPidfdsMax, c.pidfds)
+	c.mu.Unlock()
+	assert.Equal(t, callerPidfdsMax, held, "answers beyond the budget keep no descriptor")
+	c.forget()
+	assert.Zero(t, c.pidfds, "forget closes every pidfd")
 }

@@ -209,6 +209,7 @@ func (mt *Server) release() {
 		if mt.inval != nil {
 			mt.inval.close()
 		}
+		mt.state.callers.forget() // closes the callers' pidfds
 		_ = unix.Close(mt.state.rootFd)
 	})
 }
