@@ -154,3 +154,22 @@ func TestKernelCache_OutOfBandChangesAreVisibleWithinTheWatchersBound(t *testing
 		t.Logf("%s: visible after %v", s.name, took)
 	}
 }
+
+func TestKernelCache_AnOutOfBandChangeToAFileTheMountHoldsOpenIsVisible(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Files: cacheFiles})
+	f, err := os.OpenFile(d.m("a.txt"), os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	st, err := os.Stat(d.m("a.txt")) // cache its attributes
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Size())
+	// Counted as the mount's own change while the mount holds the file
+	// open for writing, but the kernel must not keep the old size.
+	start := time.Now()
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "a.txt"), []byte("written out of band\n"), 0o644))
+	took := waitVisible(t, start, "size of a file held open by the mount", func() bool {
+		st, err := os.Stat(d.m("a.txt"))
+		return err == nil && st.Size() == int64(len("written out of band\n"))
+	})
+	t.Logf("visible after %v", took)
+}
