@@ -42,6 +42,7 @@ func (s *Server) handlers() map[string]handler {
 		MethodUnwatch:      s.unwatch,
 		MethodLog:          s.auditLog,
 		MethodStatus:       s.status,
+		MethodChanges:      s.changesMethod(),
 	}
 }
 
@@ -166,7 +167,7 @@ func (s *Server) callAs(ctx context.Context, c *conn, method string, h handler, 
 func methodNames() []string {
 	return []string{MethodSessionOpen, MethodSessionClose, MethodSessionBind, MethodStat, MethodList,
 		MethodRead, MethodWrite, MethodEdit, MethodPatch, MethodDelete, MethodMove, MethodWatch,
-		MethodUnwatch, MethodLog, MethodStatus}
+		MethodUnwatch, MethodLog, MethodStatus, MethodChanges}
 }
 
 // validID reports whether a raw id is a string, a number or null.

@@ -60,6 +60,11 @@ type Config struct {
 	Source, Mount string       // reported by daemon.status
 	Logger        *slog.Logger // nil: slog.Default()
 
+	// ExternalWatched reports whether the backing-tree watcher runs (nil:
+	// it does not); without it fs.changes cannot vouch for changes made in
+	// the workspace directory and answers everything: true.
+	ExternalWatched func() bool
+
 	hooks testHooks // in-package tests only
 }
 
