@@ -298,7 +298,7 @@ func changeKind(op policy.MutationOp) string {
 func changedPaths(entries []policy.AuditEntry, inProgress []string, scope string) []ChangedPath {
 	byPath := map[string]ChangedPath{}
 	note := func(c ChangedPath) {
-		if inScope(scope, c.Path) && !isCookie(c.Path) {
+		if inScope(scope, c.Path) && !IsChangesCookie(c.Path) {
 			byPath[c.Path] = c
 		}
 	}
@@ -327,8 +327,10 @@ func inScope(scope, p string) bool {
 	return scope == "." || p == scope || strings.HasPrefix(p, scope+"/")
 }
 
-// isCookie reports whether p is a sync cookie file.
-func isCookie(p string) bool { return strings.HasPrefix(path.Base(p), ChangesCookiePrefix) }
+// IsChangesCookie reports whether the workspace-relative p is a sync
+// cookie file of fs.changes (the backing-tree watcher flushes at once when
+// one appears: fs.changes is waiting for it).
+func IsChangesCookie(p string) bool { return strings.HasPrefix(path.Base(p), ChangesCookiePrefix) }
 
 // backingRoot is the absolute path of the workspace directory.
 func (s *Server) backingRoot(ctx context.Context) (string, error) {
