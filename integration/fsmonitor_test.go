@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -321,4 +322,51 @@ func TestFsmonitor_HookFailsOutsideAMountAndForOtherVersions(t *testing.T) {
 
 	_, _, code = hook(t, d.Mnt, nil, "2")
 	assert.NotEqual(t, 0, code, "a missing token is a usage error")
+}
+
+func TestFsmonitor_TheHookWorksForAnotherUIDTheSocketAdmits(t *testing.T) {
+	runDir, err := os.MkdirTemp("", "dsh-fsm-run-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(runDir) })
+	require.NoError(t, os.Chmod(runDir, 0o755))
+	t.Setenv("DSH_RUN_DIR", runDir) // the daemon registers there
+	d := ownerDaemon(t, "--watch")
+	// The hook binary where uid 65534 may run it.
+	binDir, err := os.MkdirTemp("", "dsh-fsm-bin-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(binDir) })
+	require.NoError(t, os.Chmod(binDir, 0o755))
+	exe, err := os.ReadFile(dshBinary)
+	require.NoError(t, err)
+	bin := filepath.Join(binDir, "dshmount")
+	require.NoError(t, os.WriteFile(bin, exe, 0o755))
+	for _, dir := range []string{"repo", "repo/.git"} {
+		require.NoError(t, os.Mkdir(filepath.Join(d.Src, dir), 0o755))
+		require.NoError(t, os.Chown(filepath.Join(d.Src, dir), 65534, 65534))
+	}
+	asNobody := func(token string) (string, string, int) {
+		cmd := exec.Command(bin, "fsmonitor", "2", token)
+		cmd.Dir = d.m("repo")
+		cmd.Env = []string{"DSH_RUN_DIR=" + runDir, "PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	out, stderr, code := asNobody("")
+	require.Equal(t, 0, code, "uid 65534 finds root's daemon and is served: %s", stderr)
+	tok, rest, _ := strings.Cut(out, "\x00")
+	assert.Equal(t, "/\x00", rest)
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "repo", "changed.txt"), []byte("x\n"), 0o644))
+	out, stderr, code = asNobody(tok)
+	require.Equal(t, 0, code, stderr)
+	_, rest, _ = strings.Cut(out, "\x00")
+	assert.Equal(t, "changed.txt\x00", rest, "the cookie the daemon made as uid 65534 in its .git is not listed")
 }

@@ -42,3 +42,12 @@ func TestFsmonitor_UsageNeedsVersionAndToken(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Contains(t, stderr, "Usage: dshmount fsmonitor")
 }
+
+func TestFsmonitor_LooksInTheUsersRegistryThenRoots(t *testing.T) {
+	t.Setenv(registry.EnvRunDir, "")
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+	assert.Equal(t, []string{"/run/user/1000/dshmount", "/run/dshmount"}, hookRegistryDirs(),
+		"git runs the hook as the user; the daemon often runs as root")
+	t.Setenv(registry.EnvRunDir, "/somewhere")
+	assert.Equal(t, []string{"/somewhere"}, hookRegistryDirs(), "DSH_RUN_DIR alone when set")
+}
