@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -86,6 +87,11 @@ type ChangesParams struct {
 	// Max bounds the paths listed (default DefaultChangesMax); past it
 	// the answer is everything: true.
 	Max int `json:"max,omitempty"`
+	// Workspace says the caller works on the workspace directory itself,
+	// not on the mount: paths the view hides (--hide) exist there, but the
+	// watcher records no change to them, so a daemon that hides paths
+	// answers everything: true.
+	Workspace bool `json:"workspace,omitempty"`
 }
 
 // ChangedPath is one changed path of a fs.changes answer: the latest
@@ -230,6 +236,8 @@ func (s *Server) changes(ctx context.Context, st *changesState, params json.RawM
 	switch {
 	case !watched:
 		return s.markEverything(res, "the daemon does not watch the workspace directory (serve --watch): changes made there directly are unknown")
+	case p.Workspace && s.hidesPaths():
+		return s.markEverything(res, "the daemon hides paths (--hide) whose changes in the workspace directory it does not record")
 	case !cs.Vouched:
 		return s.markEverything(res, fmt.Sprintf("changes after seq %d are not all known (from before this daemon run, before lost changes, or not retained)", since))
 	case cs.Truncated:
@@ -331,6 +339,12 @@ func inScope(scope, p string) bool {
 // cookie file of fs.changes (the backing-tree watcher flushes at once when
 // one appears: fs.changes is waiting for it).
 func IsChangesCookie(p string) bool { return strings.HasPrefix(path.Base(p), ChangesCookiePrefix) }
+
+// hidesPaths reports whether the daemon's view hides paths.
+func (s *Server) hidesPaths() bool {
+	v, ok := s.fs.(interface{ Rules() overlay.Rules })
+	return ok && len(v.Rules().Hide) > 0
+}
 
 // backingRoot is the absolute path of the workspace directory.
 func (s *Server) backingRoot(ctx context.Context) (string, error) {

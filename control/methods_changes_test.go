@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -271,4 +272,27 @@ func TestParseChangesToken(t *testing.T) {
 		_, _, ok := ParseChangesToken(bad)
 		assert.False(t, ok, "%q", bad)
 	}
+}
+
+func TestChanges_HiddenPathsMakeAWorkspaceCallerGetEverything(t *testing.T) {
+	env := watchedEnv(t, func(c *Config) {
+		view, err := overlay.New(c.Engine.FS(), overlay.Rules{Hide: []string{"secret"}})
+		require.NoError(t, err)
+		c.Engine = policy.NewEngine(c.Engine.Store(), view)
+	})
+	c := env.client(t)
+	start := changesOf(t, c, ChangesParams{})
+	env.external(t, policy.OpCreate, "a.txt", "")
+	onMount := changesOf(t, c, ChangesParams{Since: ChangesCursor(start.Token)})
+	assert.False(t, onMount.Everything, "on the mount hidden paths do not exist: %s", onMount.Reason)
+	assert.Equal(t, []string{"a.txt"}, pathsOf(onMount))
+	onWorkspace := changesOf(t, c, ChangesParams{Since: ChangesCursor(start.Token), Workspace: true})
+	assert.True(t, onWorkspace.Everything, "in the workspace directory the hidden paths exist, unwatched")
+	assert.Contains(t, onWorkspace.Reason, "--hide")
+
+	plain := watchedEnv(t)
+	pc := plain.client(t)
+	start = changesOf(t, pc, ChangesParams{})
+	r := changesOf(t, pc, ChangesParams{Since: ChangesCursor(start.Token), Workspace: true})
+	assert.False(t, r.Everything, "nothing hidden: the workspace directory is served too")
 }

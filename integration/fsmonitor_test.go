@@ -370,3 +370,22 @@ func TestFsmonitor_TheHookWorksForAnotherUIDTheSocketAdmits(t *testing.T) {
 	_, rest, _ = strings.Cut(out, "\x00")
 	assert.Equal(t, "changed.txt\x00", rest, "the cookie the daemon made as uid 65534 in its .git is not listed")
 }
+
+func TestFsmonitor_HiddenPathsMeanEverythingOnTheWorkspaceDirectoryOnly(t *testing.T) {
+	t.Setenv("DSH_RUN_DIR", t.TempDir())
+	d := startDaemon(t, daemonOptions{Args: []string{"--watch", "--hide", "secret"}})
+	require.NoError(t, os.MkdirAll(filepath.Join(d.Src, "repo", ".git"), 0o755))
+	out, stderr, code := hook(t, d.m("repo"), nil, "2", "")
+	require.Equal(t, 0, code, stderr)
+	tok, _, _ := strings.Cut(out, "\x00")
+
+	out, stderr, code = hook(t, d.m("repo"), nil, "2", tok)
+	require.Equal(t, 0, code, stderr)
+	_, rest, _ := strings.Cut(out, "\x00")
+	assert.Equal(t, "", rest, "on the mount hidden paths do not exist: a list (empty)")
+
+	out, stderr, code = hook(t, filepath.Join(d.Src, "repo"), nil, "2", tok)
+	require.Equal(t, 0, code, stderr)
+	_, rest, _ = strings.Cut(out, "\x00")
+	assert.Equal(t, "/\x00", rest, "in the workspace directory a hidden path's changes are not recorded")
+}

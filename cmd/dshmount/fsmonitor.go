@@ -87,7 +87,8 @@ Flags:
 		return exitFS
 	}
 	defer client.Close()
-	p := control.ChangesParams{Since: control.ChangesCursor(token), Path: place.Rel, Sync: !*noSync}
+	_, onMount := registry.Locate(registry.Entry{Mount: place.Mount}, wd)
+	p := control.ChangesParams{Since: control.ChangesCursor(token), Path: place.Rel, Sync: !*noSync, Workspace: !onMount}
 	res, err := client.Changes(ctx, p)
 	if err != nil {
 		fmt.Fprintf(sio.err, "dshmount fsmonitor: ask the daemon at %s what changed: %v (git scans the worktree itself)\n", place.Socket, err)
