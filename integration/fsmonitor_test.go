@@ -241,7 +241,7 @@ func TestFsmonitor_ADaemonRestartMeansEverything(t *testing.T) {
 	d.stop()
 	// Changed while no daemon watched: no daemon can vouch for it.
 	require.NoError(t, os.WriteFile(filepath.Join(dirs.Src, "repo", "a.txt"), []byte("while down\n"), 0o644))
-	d = fsmonitorDaemon(t, dirs)
+	fsmonitorDaemon(t, dirs) // a new run: stopped at cleanup
 	got := r.status()
 	assert.Contains(t, got, " M a.txt\n")
 	assert.Equal(t, r.fullScan(), got)
