@@ -216,6 +216,7 @@ func TestFsmonitor_StatusWithTheHookMatchesAFullScan(t *testing.T) {
 	r.check("git checkout back in the workspace directory")
 	assert.NoFileExists(t, d.m("repo/branch-only.txt"))
 	assert.FileExists(t, d.m("repo/file-then-dir/inside.txt"))
+	assertNoDataRace(t, d)
 }
 
 func TestFsmonitor_ServesAWorktreeOnTheWorkspaceDirectory(t *testing.T) {
