@@ -145,7 +145,7 @@ func TestFsmonitor_StatusWithTheHookMatchesAFullScan(t *testing.T) {
 	t.Setenv("DSH_RUN_DIR", t.TempDir())
 	d := fsmonitorDaemon(t, nil)
 	files := map[string]string{
-		"socket.txt": "s\n", "mount.txt": "m\n", "external.txt": "e\n", "renamed.txt": "r\n", "deleted.txt": "d\n",
+		"socket.txt": "s\n", "mount.txt": "m\n", "held.txt": "h\n", "external.txt": "e\n", "renamed.txt": "r\n", "deleted.txt": "d\n",
 		"script.sh": "echo\n", "file-then-dir": "f\n", "dir/kept.txt": "k\n", "dir/sub/deep.txt": "deep\n",
 	}
 	r := newGitRepo(t, d.m("repo"), files)
@@ -168,6 +168,16 @@ func TestFsmonitor_StatusWithTheHookMatchesAFullScan(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(d.m("repo/mount.txt"), []byte("through the mount\n"), 0o644))
 	r.check("mount write", " M mount.txt")
+
+	// Written through the mount and still open (whether the mount has
+	// recorded the write yet or fs.changes lists it as in progress).
+	held, err := os.OpenFile(d.m("repo/held.txt"), os.O_WRONLY|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = held.WriteString("being written, not closed yet\n")
+	require.NoError(t, err)
+	r.check("a file held open for writing through the mount", " M held.txt")
+	require.NoError(t, held.Close())
+	r.check("the held file closed", " M held.txt")
 
 	require.NoError(t, os.WriteFile(src("external.txt"), []byte("in the workspace directory\n"), 0o644))
 	r.check("external write", " M external.txt")
