@@ -400,3 +400,24 @@ func TestFsmonitor_HiddenPathsMeanEverythingOnTheWorkspaceDirectoryOnly(t *testi
 	_, rest, _ = strings.Cut(out, "\x00")
 	assert.Equal(t, "/\x00", rest, "in the workspace directory a hidden path's changes are not recorded")
 }
+
+func TestFsmonitor_ADirectoryRenamedAwayAndBack(t *testing.T) {
+	t.Setenv("DSH_RUN_DIR", t.TempDir())
+	d := fsmonitorDaemon(t, nil)
+	r := newGitRepo(t, d.m("repo"), map[string]string{"t/a.txt": "a\n", "other.txt": "o\n"})
+	src := func(rel string) string { return filepath.Join(d.Src, "repo", rel) }
+	require.NoError(t, os.WriteFile(src("t/new.txt"), []byte("untracked\n"), 0o644))
+	r.prime()
+	r.check("untracked file in t", "?? t/new.txt")
+
+	// The moved tree's files are not listed one by one: "t/" and "t2/"
+	// make git look again below both names.
+	require.NoError(t, os.Rename(src("t"), src("t2")))
+	r.check("t renamed to t2", " D t/a.txt", "?? t2/")
+	require.NoError(t, os.WriteFile(src("t2/later.txt"), []byte("added while away\n"), 0o644))
+	r.check("a file added in t2", "?? t2/")
+	require.NoError(t, os.Rename(src("t2"), src("t")))
+	r.check("t2 renamed back to t", "?? t/later.txt", "?? t/new.txt")
+	require.NoError(t, os.Rename(d.m("repo/t"), d.m("repo/t3")))
+	r.check("t renamed to t3 through the mount", " D t/a.txt", "?? t3/")
+}

@@ -50,11 +50,11 @@ func inGitDir(p string) bool { return p == ".git" || strings.HasPrefix(p, ".git/
 
 // Paths returns the worktree-relative paths to report for res, or
 // everything=true when git must rescan: the daemon could not vouch for the
-// token, or a directory was renamed or the worktree itself changed (git's
-// untracked cache keeps a record per directory that only a rescan fixes
-// when a whole tree moves). Each path appears once; a directory appears
-// both without and with a trailing slash (git invalidates a tracked file of
-// that name with the first, everything below it with the second).
+// token, or the worktree or a directory above it came or went. Each path
+// appears once; a directory appears both without and with a trailing slash
+// (git invalidates a tracked file of that name with the first, everything
+// below it with the second: a renamed directory's files are not listed one
+// by one).
 func Paths(res *control.ChangesResult, worktree string) (paths []string, everything bool) {
 	if res.Everything {
 		return nil, true
@@ -76,9 +76,6 @@ func Paths(res *control.ChangesResult, worktree string) (paths []string, everyth
 		}
 		if inGitDir(rel) {
 			continue
-		}
-		if c.Dir && c.Kind == "renamed" {
-			return nil, true
 		}
 		add(rel)
 		if c.Dir {

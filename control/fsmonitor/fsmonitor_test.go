@@ -77,7 +77,6 @@ func TestResponse_DoubtsAreEverything(t *testing.T) {
 		name, worktree string
 		change         control.ChangedPath
 	}{
-		{"a directory renamed", "repo", control.ChangedPath{Path: "repo/src", Kind: "renamed", To: "repo/lib", Dir: true}},
 		{"the worktree deleted", "repo", control.ChangedPath{Path: "repo", Kind: "deleted"}},
 		{"the workspace root renamed", "repo", control.ChangedPath{Path: ".", Kind: "renamed"}},
 		{"the worktree's parent moved", "top/repo", control.ChangedPath{Path: "top", Kind: "renamed", To: "top2"}},
@@ -91,6 +90,12 @@ func TestResponse_DoubtsAreEverything(t *testing.T) {
 	paths, everything := Paths(answer(control.ChangedPath{Path: "repo/f", Kind: "renamed", To: "repo/g"}), "repo")
 	assert.False(t, everything, "renaming a file is listed, not everything")
 	assert.Equal(t, []string{"f"}, paths)
+	paths, everything = Paths(answer(
+		control.ChangedPath{Path: "repo/src", Kind: "renamed", To: "repo/lib"},
+		control.ChangedPath{Path: "repo/lib", Kind: "renamed", From: "repo/src", Dir: true},
+	), "repo")
+	assert.False(t, everything, "a renamed directory is listed by both names")
+	assert.Equal(t, []string{"lib", "lib/", "src"}, paths)
 }
 
 func TestResponse_APathFromAWorkspaceRootWorktreeIsKeptWhole(t *testing.T) {
