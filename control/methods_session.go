@@ -27,9 +27,19 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 	if strings.ContainsRune(p.Name, 0) {
 		return nil, invalidParams("session name contains a NUL byte")
 	}
+	if p.Branch != "" {
+		if _, err := s.branchEngine(p.Branch); err != nil {
+			return nil, err
+		}
+	}
 	sess, err := s.store.OpenOwnedSession(p.Name, c.actor.UID)
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
+	}
+	if p.Branch != "" {
+		if err := s.setSessionBranch(sess.ID, p.Branch); err != nil {
+			return nil, err
+		}
 	}
 	c.opened(sess.ID)
 	s.names.opened(sess.ID, p.Name)
