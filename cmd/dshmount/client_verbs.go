@@ -50,6 +50,7 @@ func clientVerbs() []clientVerb {
 		{name: "patch", paths: true, summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
+				fs.BoolVar(&o.atomic, "atomic", false, "apply every operation through one journaled commit, or none (a crash included)")
 			},
 			help: "Applies a '*** Begin Patch' ... '*** End Patch' text. Every operation is checked\nfirst (guards and hunks); if any check fails nothing is written. Operations then run\nin order; if one fails at commit time the rest do not run and the result lists what\nwas applied (exit status 1)."},
 		{name: "mv", paths: true, summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
@@ -72,6 +73,7 @@ func clientVerbs() []clientVerb {
 				fs.BoolVar(&o.git, "git", false, "show the entries under .git/ directories too (hidden by default)")
 			},
 			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH, or with\n--path P about anything under P. Entries under .git/ directories (git's own objects,\nindex and refs) are left out unless --git is given or the path asked for is in .git.\nAn editor's save that writes a temporary file and renames it over the file shows as\none 'save' line (--json lists the entries as they are). With --session S (given on\nthe command line; $DSH_SESSION does not apply here) only S's entries. Refusals\nrepeated within a second (the kernel retries ESTALE) are logged once, the next entry\ncounting the ones left out."},
+		branchVerb(),
 	}
 }
 
@@ -265,7 +267,7 @@ func doPatch(ctx context.Context, e *clientEnv) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.client.Patch(ctx, control.PatchParams{Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional})
+	res, err := e.client.Patch(ctx, control.PatchParams{Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic})
 	if err != nil {
 		return err
 	}
