@@ -17,6 +17,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/control/mcp"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -47,7 +48,10 @@ func startDaemon(t *testing.T) *testDaemon {
 	sockDir, err := os.MkdirTemp("", "dshmcp")
 	require.NoError(t, err)
 	socket := filepath.Join(sockDir, "control.sock")
-	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger()})
+	branches, err := branch.Open(t.TempDir(), fs, branch.Options{Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = branches.Close() })
+	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger(), Branches: branches})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
