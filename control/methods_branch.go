@@ -23,19 +23,18 @@ func (s *Server) branchMethods(t map[string]handler) {
 }
 
 // branchScopes holds, per branch, the engine that serves the fs.* methods
-// in it, and each session's default branch.
+// in it (the sessions' default branches are kept by the manager).
 type branchScopes struct {
 	mgr   *branch.Manager
 	rules overlay.Rules
 
-	mu       sync.Mutex
-	engines  map[*branch.Branch]*policy.Engine
-	defaults map[policy.SessionID]string
+	mu      sync.Mutex
+	engines map[*branch.Branch]*policy.Engine
 }
 
 // newBranchScopes returns the scopes of mgr (nil: branches unsupported).
 func newBranchScopes(mgr *branch.Manager, fs provider.FileSystem) *branchScopes {
-	bs := &branchScopes{mgr: mgr, engines: map[*branch.Branch]*policy.Engine{}, defaults: map[policy.SessionID]string{}}
+	bs := &branchScopes{mgr: mgr, engines: map[*branch.Branch]*policy.Engine{}}
 	if v, ok := fs.(*overlay.View); ok {
 		bs.rules = v.Rules()
 	}
@@ -75,9 +74,9 @@ func (s *Server) inBranch(ctx context.Context, c *conn, session policy.SessionID
 			session = c.implicit
 			c.smu.Unlock()
 		}
-		s.br.mu.Lock()
-		name = s.br.defaults[session]
-		s.br.mu.Unlock()
+		if s.br.mgr != nil {
+			name = s.br.mgr.SessionBranch(string(session))
+		}
 		if name == "" {
 			return ctx, nil
 		}
@@ -134,10 +133,7 @@ func (s *Server) setSessionBranch(session policy.SessionID, name string) error {
 	if _, err := s.branchEngine(name); err != nil {
 		return err
 	}
-	s.br.mu.Lock()
-	s.br.defaults[session] = name
-	s.br.mu.Unlock()
-	return nil
+	return s.br.mgr.SetSessionBranch(string(session), name)
 }
 
 // branchCreate makes a branch.

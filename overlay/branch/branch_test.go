@@ -2,7 +2,6 @@ package branch
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,4 +248,19 @@ func runGit(t *testing.T, dir string, args ...string) {
 	require.NoError(t, err, "git %v: %s", args, out)
 }
 
-var _ = errors.New
+
+func TestSessionBranch_SurvivesRestart(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.m.Create("b")
+	require.NoError(t, err)
+	require.NoError(t, e.m.SetSessionBranch("s-1", "b"))
+	require.NoError(t, e.m.SetSessionBranch("s-2", "b"))
+	require.NoError(t, e.m.SetSessionBranch("s-2", ""))
+	e.restart()
+	assert.Equal(t, "b", e.m.SessionBranch("s-1"))
+	assert.Equal(t, "", e.m.SessionBranch("s-2"))
+	// The record is not taken for a commit journal.
+	names, err := e.m.journals.list(".json")
+	require.NoError(t, err)
+	assert.Empty(t, names)
+}

@@ -54,6 +54,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	branches map[string]*Branch
+	defaults map[string]string // session → default branch, loaded on first use
 }
 
 // Info describes one branch for listings.
