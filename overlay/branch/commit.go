@@ -52,9 +52,9 @@ type AppliedFile struct {
 // Hooks connect a commit to the daemon's bookkeeping (the policy engine).
 // Both may be nil.
 type Hooks struct {
-	// Announce runs once the commit holds its paths' locks, before it
-	// reads them: the mount's dirty pages are written back, the watcher
-	// learns the changes are the daemon's own.
+	// Announce runs before the commit takes its paths' locks and reads
+	// them: the mount's dirty pages are written back, the watcher learns
+	// the changes are the daemon's own.
 	Announce func(ctx context.Context, ts []provider.Target)
 	// Applied runs after the workspace holds the new state, with every
 	// file changed (audit entries, observations, cache invalidation).
@@ -228,14 +228,16 @@ func (m *Manager) hostPath(rel string) string {
 // apply runs one journaled commit; m.commitMu is held.
 func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after afterApply) ([]AppliedFile, error) {
 	steps, keys, targets := m.plan(cs)
+	// Announced before the locks, as a provider mutation does: writing
+	// the mount's dirty pages back goes through handlers that take them.
+	if hooks.Announce != nil && len(targets) > 0 {
+		hooks.Announce(ctx, targets)
+	}
 	unlock, err := m.lower.Lock(ctx, keys...)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if hooks.Announce != nil && len(targets) > 0 {
-		hooks.Announce(ctx, targets)
-	}
 	steps, conflicts, err := m.check(ctx, cs, steps)
 	if err != nil {
 		return nil, err
