@@ -248,7 +248,6 @@ func runGit(t *testing.T, dir string, args ...string) {
 	require.NoError(t, err, "git %v: %s", args, out)
 }
 
-
 func TestSessionBranch_SurvivesRestart(t *testing.T) {
 	e := newEnv(t)
 	_, err := e.m.Create("b")
