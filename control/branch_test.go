@@ -23,8 +23,7 @@ import (
 // with branches kept in a temp state directory.
 func newBranchEnv(t *testing.T) *testEnv {
 	t.Helper()
-	var env *testEnv
-	env = newTestEnv(t, func(cfg *Config) {
+	env := newTestEnv(t, func(cfg *Config) {
 		lfs, ok := cfg.Engine.FS().(*local.FS)
 		require.True(t, ok)
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"secret*", "/" + branch.StagingDir}, ReadOnly: []string{"/ro"}})
