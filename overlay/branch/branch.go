@@ -50,6 +50,9 @@ type Branch struct {
 	entries map[string]*entry
 	log     *changeLog
 	closed  bool
+
+	versMu sync.Mutex
+	vers   map[string]provider.Version // upper files' versions, once known
 }
 
 var (
@@ -570,7 +573,7 @@ func (b *Branch) upperPath(rel string) string {
 }
 
 // mutate runs a change of rel against its upper file.
-func (b *Branch) mutate(ctx context.Context, op string, t provider.Target, change func(ut provider.Target) error) error {
+func (b *Branch) mutate(ctx context.Context, op string, t provider.Target, change func(ut provider.Target) (provider.Version, error)) error {
 	rel, err := b.rel(op, t)
 	if err != nil {
 		return err
@@ -584,20 +587,56 @@ func (b *Branch) mutate(ctx context.Context, op string, t provider.Target, chang
 	if err != nil {
 		return err
 	}
-	if err := change(b.upper.TargetForRel(rel)); err != nil {
+	v, err := change(b.upper.TargetForRel(rel))
+	if err != nil {
 		undo()
 		return err
 	}
-	return b.record(pending...)
+	if err := b.record(pending...); err != nil {
+		return err
+	}
+	b.setVersion(rel, v)
+	return nil
+}
+
+// setVersion caches the version of rel's upper file ("" forgets it).
+func (b *Branch) setVersion(rel string, v provider.Version) {
+	b.versMu.Lock()
+	defer b.versMu.Unlock()
+	if b.vers == nil {
+		b.vers = map[string]provider.Version{}
+	}
+	if v == "" {
+		delete(b.vers, rel)
+		return
+	}
+	b.vers[rel] = v
+}
+
+// upperVersion returns the version of rel's upper file, hashing it once
+// after a restart; b.mu is held.
+func (b *Branch) upperVersion(rel string) (provider.Version, error) {
+	b.versMu.Lock()
+	v, ok := b.vers[rel]
+	b.versMu.Unlock()
+	if ok {
+		return v, nil
+	}
+	info, err := b.upper.Stat(context.Background(), b.upper.TargetForRel(rel))
+	if err != nil || info == nil {
+		return "", errors.Join(err, fmt.Errorf("branch %s lost its copy of %s", b.name, rel))
+	}
+	b.setVersion(rel, info.Version)
+	return info.Version, nil
 }
 
 // WriteText implements provider.FileSystem: the guard is checked against
 // the branch's view of the file.
 func (b *Branch) WriteText(ctx context.Context, t provider.Target, content string, expected *provider.WriteIntent) (provider.WriteOutcome, error) {
 	var out provider.WriteOutcome
-	err := b.mutate(ctx, "write", t, func(ut provider.Target) (err error) {
+	err := b.mutate(ctx, "write", t, func(ut provider.Target) (_ provider.Version, err error) {
 		out, err = b.upper.WriteText(ctx, ut, content, expected)
-		return err
+		return out.Version, err
 	})
 	return out, err
 }
@@ -605,9 +644,9 @@ func (b *Branch) WriteText(ctx context.Context, t provider.Target, content strin
 // EditText implements provider.FileSystem.
 func (b *Branch) EditText(ctx context.Context, t provider.Target, edit provider.EditRequest, expected *provider.VersionGuard) (provider.EditOutcome, error) {
 	var out provider.EditOutcome
-	err := b.mutate(ctx, "edit", t, func(ut provider.Target) (err error) {
+	err := b.mutate(ctx, "edit", t, func(ut provider.Target) (_ provider.Version, err error) {
 		out, err = b.upper.EditText(ctx, ut, edit, expected)
-		return err
+		return out.Version, err
 	})
 	return out, err
 }
@@ -615,9 +654,9 @@ func (b *Branch) EditText(ctx context.Context, t provider.Target, edit provider.
 // PatchText implements provider.FileSystem.
 func (b *Branch) PatchText(ctx context.Context, t provider.Target, hunks []patch.Hunk, expected *provider.VersionGuard) (provider.EditOutcome, error) {
 	var out provider.EditOutcome
-	err := b.mutate(ctx, "patch", t, func(ut provider.Target) (err error) {
+	err := b.mutate(ctx, "patch", t, func(ut provider.Target) (_ provider.Version, err error) {
 		out, err = b.upper.PatchText(ctx, ut, hunks, expected)
-		return err
+		return out.Version, err
 	})
 	return out, err
 }
@@ -644,6 +683,7 @@ func (b *Branch) deleteLocked(ctx context.Context, op, rel string, expected *pro
 		if err != nil {
 			return out, err
 		}
+		b.setVersion(rel, "")
 		return out, b.record(&entry{Path: rel, Kind: kindDeleted, Base: b.entries[rel].Base})
 	case inLower:
 		lt := b.lower.TargetForRel(rel)
@@ -739,6 +779,7 @@ func (b *Branch) MoveFile(ctx context.Context, src, dst provider.Target, opts pr
 	if err := b.record(pending...); err != nil {
 		return out, err
 	}
+	b.setVersion(dr, w.Version)
 	out.Destination = w
 	out.SourceBefore = &lf
 	if _, err := b.deleteLocked(ctx, "move", sr, nil); err != nil {
@@ -827,6 +868,9 @@ func (b *Branch) RemoveDir(ctx context.Context, rel string) error {
 		return err
 	}
 	b.entries[rel].Manifest = manifest // record keeps the first base, not the manifest
+	for _, r := range records {
+		b.setVersion(r.Path, "")
+	}
 	_ = os.RemoveAll(b.upperPath(rel))
 	return nil
 }

@@ -263,3 +263,30 @@ func TestSessionBranch_SurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, names)
 }
+
+func TestBranch_WrittenBackIsNoChange(t *testing.T) {
+	e := newEnv(t)
+	e.put("a.txt", "a0\n")
+	b, err := e.m.Create("wb")
+	require.NoError(t, err)
+	bwrite(t, b, "a.txt", "x\n")
+	files, err := b.Files(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, files, 1)
+	bwrite(t, b, "a.txt", "a0\n")
+	files, err = b.Files(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, files, "the branch holds the workspace's bytes again")
+	e.restart()
+	b, err = e.m.Get("wb")
+	require.NoError(t, err)
+	files, err = b.Files(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, files, "after a restart too (the version is hashed again)")
+	// Nothing to apply: a workspace change of a.txt does not conflict.
+	e.put("a.txt", "theirs\n")
+	applied, err := e.m.Commit(context.Background(), "wb", false, Hooks{})
+	require.NoError(t, err)
+	assert.Empty(t, applied)
+	assert.Equal(t, "theirs\n", e.get("a.txt"))
+}

@@ -179,7 +179,7 @@ func (b *Branch) changeSet() ChangeSet {
 				mode = st.Mode().Perm()
 			}
 			if e.Base != BaseAbsent && e.Base != BaseDir {
-				if info, err := b.upper.Stat(context.Background(), b.upper.TargetForRel(p)); err == nil && info != nil && info.Version == e.Base {
+				if v, err := b.upperVersion(p); err == nil && v == e.Base {
 					continue // written back to what it was
 				}
 			}

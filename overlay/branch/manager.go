@@ -337,6 +337,9 @@ func (m *Manager) reset(b *Branch) error {
 		return fmt.Errorf("reopen upper directory: %w", err)
 	}
 	b.log, b.entries, b.upper = log, entries, upper
+	b.versMu.Lock()
+	b.vers = nil
+	b.versMu.Unlock()
 	return nil
 }
 
