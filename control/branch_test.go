@@ -285,3 +285,20 @@ func TestPatch_Atomic200Files(t *testing.T) {
 	_, err = os.Stat(filepath.Join(env.root, branch.StagingDir))
 	assert.True(t, os.IsNotExist(err))
 }
+
+func TestBranch_LogNamesTheBranch(t *testing.T) {
+	env := newBranchEnv(t)
+	ctx := context.Background()
+	c := env.client(t)
+	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "lg"})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "x.txt", Content: "b\n", Branch: "lg"})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "x.txt", Content: "w\n"})
+	require.NoError(t, err)
+	lg, err := c.Log(ctx, LogParams{Path: "x.txt"})
+	require.NoError(t, err)
+	require.Len(t, lg.Entries, 2)
+	assert.Equal(t, "", lg.Entries[0].Branch, "the workspace write")
+	assert.Equal(t, "lg", lg.Entries[1].Branch, "the branch write")
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 )
 
@@ -188,7 +189,7 @@ func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) 
 			Seq: e.Seq, Time: e.Time, Path: e.Path, Op: e.Op,
 			Session: e.Actor.Session, SessionName: s.names.name(e.Actor.Session), Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
 			Before: e.Before, After: e.After, To: e.To, Unconditional: e.Unconditional, Detail: e.Detail,
-			Refused: e.Refused, Reason: e.Reason, Suppressed: e.Suppressed,
+			Refused: e.Refused, Reason: e.Reason, Suppressed: e.Suppressed, Branch: branch.NameOfKey(e.Key),
 		})
 	}
 	return res, nil

@@ -401,6 +401,7 @@ type LogEntry struct {
 	Refused       provider.Code     `json:"refused,omitempty"`
 	Reason        string            `json:"reason,omitempty"`
 	Suppressed    uint64            `json:"suppressed,omitempty"`
+	Branch        string            `json:"branch,omitempty"` // the change was made in this branch, not the workspace
 }
 
 // LogResult is the result of fs.log, newest first.

@@ -100,6 +100,8 @@ func TestBranch_WorkflowThroughTheDaemon(t *testing.T) {
 	assert.Equal(t, "b1\n", d.sh("cat b.txt"), "the mount shows the commit at once")
 	logOut, _, _ := d.dsh("log", "b.txt", "--json")
 	assert.Contains(t, logOut, `"detail": "branch fix commit"`)
+	logOut, _, _ = d.dsh("log", "b.txt")
+	assert.Contains(t, logOut, "(in branch fix)", "the branch's own write is named as such")
 
 	_, errOut, code = d.dsh("branch", "discard", "feat")
 	require.Equal(t, 0, code, errOut)

@@ -437,6 +437,9 @@ func doLog(ctx context.Context, e *clientEnv) error {
 			if en.Unconditional {
 				flags += " (unconditional)"
 			}
+			if en.Branch != "" {
+				flags += " (in branch " + en.Branch + ")"
+			}
 			if en.Refused != "" {
 				flags += fmt.Sprintf("  REFUSED %s: %s", en.Refused, en.Reason)
 				if en.Suppressed > 0 {

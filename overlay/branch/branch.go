@@ -88,6 +88,17 @@ func (b *Branch) Changed() int {
 // workspace).
 func IsKey(k provider.Key) bool { return strings.HasPrefix(string(k), keyNamespace) }
 
+// NameOfKey returns the branch a target key belongs to ("" for a
+// workspace key).
+func NameOfKey(k provider.Key) string {
+	rest, ok := strings.CutPrefix(string(k), keyNamespace)
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
+}
+
 // keyNamespace starts every branch key; workspace keys are absolute paths.
 const keyNamespace = "branch/"
 
