@@ -25,3 +25,20 @@ func TestApplyPatch_AtomicGoesThroughTheJournal(t *testing.T) {
 	require.NotEmpty(t, lg.Entries)
 	assert.Equal(t, "atomic patch", lg.Entries[0].Detail, "committed by the journal, not op by op")
 }
+
+func TestConfig_BranchMakesEveryToolActInIt(t *testing.T) {
+	d := startDaemon(t)
+	d.writeFile(t, "a.txt", "alpha\n")
+	_, err := d.admin.BranchCreate(context.Background(), control.BranchCreateParams{Name: "agent-work"})
+	require.NoError(t, err)
+	d.branch = "agent-work"
+	a := d.connect(t, "brancher")
+	a.ok(t, mcp.ToolRead, map[string]any{"path": "a.txt"})
+	a.ok(t, mcp.ToolEdit, map[string]any{"path": "a.txt", "old_string": "alpha", "new_string": "beta"})
+	a.ok(t, mcp.ToolWrite, map[string]any{"path": "new.txt", "content": "n\n"})
+	assert.Equal(t, "alpha\n", d.readFile(t, "a.txt"), "the workspace is untouched")
+	assert.False(t, d.exists("new.txt"))
+	diff, err := d.admin.BranchDiff(context.Background(), control.BranchDiffParams{Name: "agent-work"})
+	require.NoError(t, err)
+	assert.Equal(t, []control.BranchFile{{Path: "a.txt", Status: "modified"}, {Path: "new.txt", Status: "added"}}, diff.Files)
+}

@@ -30,6 +30,8 @@ type testDaemon struct {
 	// admin is a control client of its own, used to make changes "from
 	// another agent" and to inspect daemon.status.
 	admin *control.Client
+	// branch, when set, is the branch connect's agents act in.
+	branch string
 }
 
 // quietLogger discards logs.
@@ -124,7 +126,7 @@ func (d *testDaemon) connectVia(t *testing.T, name string, wrap func(*control.Cl
 	ctx := context.Background()
 	client, err := control.Dial(d.socket)
 	require.NoError(t, err)
-	conn, err := mcp.Open(ctx, mcp.Config{Daemon: wrap(client), SessionName: name, Logger: quietLogger()})
+	conn, err := mcp.Open(ctx, mcp.Config{Daemon: wrap(client), SessionName: name, Logger: quietLogger(), Branch: d.branch})
 	require.NoError(t, err)
 	serverT, clientT := sdk.NewInMemoryTransports()
 	done := make(chan error, 1)
