@@ -47,6 +47,13 @@ func TestBranch_WorkflowThroughTheDaemon(t *testing.T) {
 	_, err = d.Client.Delete(ctx, control.DeleteParams{Path: "old.txt", Session: sess})
 	require.NoError(t, err)
 
+	out, errOut, code = d.dsh("read", "--branch", "feat", "a.txt")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "a1")
+	out, errOut, code = d.dsh("ls", "--branch", "feat", "src")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "new.go")
+
 	// Isolation: the mount shows the workspace untouched.
 	assert.Equal(t, "a0\n", d.sh("cat a.txt"))
 	assert.Equal(t, "gone\n", d.sh("cat old.txt"))

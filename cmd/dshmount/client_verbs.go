@@ -134,7 +134,7 @@ func doSession(ctx context.Context, e *clientEnv) error {
 }
 
 func doStat(ctx context.Context, e *clientEnv) error {
-	st, err := e.client.Stat(ctx, control.StatParams{Path: e.args[0], Cwd: e.cwd, Session: e.session})
+	st, err := e.client.Stat(ctx, control.StatParams{Branch: e.branch, Path: e.args[0], Cwd: e.cwd, Session: e.session})
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func doList(ctx context.Context, e *clientEnv) error {
 	if len(e.args) == 1 {
 		path = e.args[0]
 	}
-	res, err := e.client.List(ctx, control.ListParams{Path: path, Cwd: e.cwd})
+	res, err := e.client.List(ctx, control.ListParams{Branch: e.branch, Path: path, Cwd: e.cwd})
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func doList(ctx context.Context, e *clientEnv) error {
 }
 
 func doRead(ctx context.Context, e *clientEnv) error {
-	p := control.ReadParams{Path: e.args[0], Cwd: e.cwd, Session: e.session}
+	p := control.ReadParams{Branch: e.branch, Path: e.args[0], Cwd: e.cwd, Session: e.session}
 	if e.opts.hasOffset {
 		p.Offset = &e.opts.offset
 	}
@@ -224,7 +224,7 @@ func doWrite(ctx context.Context, e *clientEnv) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.client.Write(ctx, control.WriteParams{Path: e.args[0], Content: content, Cwd: e.cwd, Session: e.session,
+	res, err := e.client.Write(ctx, control.WriteParams{Branch: e.branch, Path: e.args[0], Content: content, Cwd: e.cwd, Session: e.session,
 		Expected: e.writeExpected(), Unconditional: e.unconditional})
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ func doEdit(ctx context.Context, e *clientEnv) error {
 	if !e.opts.hasNew {
 		return &usageError{msg: "--new is required (the replacement text; --new '' deletes the --old text)"}
 	}
-	res, err := e.client.Edit(ctx, control.EditParams{Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
+	res, err := e.client.Edit(ctx, control.EditParams{Branch: e.branch, Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
 		ReplaceAll: e.opts.all, Cwd: e.cwd, Session: e.session, Expected: e.versionExpected(), Unconditional: e.unconditional})
 	if err != nil {
 		return err
@@ -267,7 +267,7 @@ func doPatch(ctx context.Context, e *clientEnv) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.client.Patch(ctx, control.PatchParams{Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic})
+	res, err := e.client.Patch(ctx, control.PatchParams{Branch: e.branch, Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic})
 	if err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func doPatch(ctx context.Context, e *clientEnv) error {
 }
 
 func doMove(ctx context.Context, e *clientEnv) error {
-	p := control.MoveParams{From: e.args[0], To: e.args[1], Cwd: e.cwd, Session: e.session,
+	p := control.MoveParams{Branch: e.branch, From: e.args[0], To: e.args[1], Cwd: e.cwd, Session: e.session,
 		ExpectedSource: e.versionExpected(), Unconditional: e.unconditional}
 	switch {
 	case e.opts.createDest && e.opts.expectedDest != "":
@@ -327,7 +327,7 @@ func doMove(ctx context.Context, e *clientEnv) error {
 }
 
 func doDelete(ctx context.Context, e *clientEnv) error {
-	res, err := e.client.Delete(ctx, control.DeleteParams{Path: e.args[0], Cwd: e.cwd, Session: e.session,
+	res, err := e.client.Delete(ctx, control.DeleteParams{Branch: e.branch, Path: e.args[0], Cwd: e.cwd, Session: e.session,
 		Expected: e.versionExpected(), Unconditional: e.unconditional})
 	if err != nil {
 		return err
