@@ -213,6 +213,9 @@ func (b *Branch) Lstat(ctx context.Context, p string, opts provider.ResolveOptio
 	if err != nil || info == nil {
 		return nil, err
 	}
+	if info.Type == provider.TypeOther && strings.HasPrefix(string(info.Version), "link:") {
+		return &provider.PathInfo{Version: info.Version, Type: provider.TypeSymlink}, nil
+	}
 	return &provider.PathInfo{Version: info.Version, Type: info.Type, Size: info.Size}, nil
 }
 
@@ -223,6 +226,7 @@ const (
 	inLower   where = iota // the workspace decides
 	inUpper                // the branch's own file
 	inDir                  // a directory the branch made
+	inLink                 // a symbolic link the branch made
 	inNowhere              // deleted, or below a deleted or replaced path
 )
 
@@ -238,6 +242,8 @@ func (b *Branch) locate(rel string) where {
 		return inUpper
 	case e.Kind == kindDir:
 		return inDir
+	case e.Kind == kindSymlink:
+		return inLink
 	}
 	return inNowhere
 }
@@ -258,6 +264,8 @@ func (b *Branch) Stat(ctx context.Context, t provider.Target) (*provider.Info, e
 		return b.upper.Stat(ctx, b.upper.TargetForRel(rel))
 	case inDir:
 		return &provider.Info{Type: provider.TypeDirectory}, nil
+	case inLink:
+		return &provider.Info{Type: provider.TypeOther, Version: linkVersion(b.entries[rel].Link)}, nil
 	case inNowhere:
 		return nil, nil
 	}
@@ -284,6 +292,10 @@ func (b *Branch) readFS(op string, t provider.Target) (provider.FileSystem, prov
 		b.mu.RUnlock()
 		return nil, provider.Target{}, nil, provider.NewError(provider.CodeNotRegularFile, op, rel, nil,
 			"%s is a directory, not a regular file", rel)
+	case inLink:
+		b.mu.RUnlock()
+		return nil, provider.Target{}, nil, provider.NewError(provider.CodeNotRegularFile, op, rel, nil,
+			"%s is a symbolic link this branch made (to %s); use its target's path", rel, b.entriesLink(rel))
 	}
 	b.mu.RUnlock()
 	return nil, provider.Target{}, nil, b.notFound(op, rel)
@@ -363,8 +375,8 @@ func (b *Branch) ListDir(ctx context.Context, t provider.Target) ([]provider.Dir
 	switch b.locate(rel) {
 	case inNowhere:
 		return nil, b.notFound("list", rel)
-	case inUpper:
-		return nil, provider.NewError(provider.CodeNotDirectory, "list", rel, nil, "%s is a file, not a directory", rel)
+	case inUpper, inLink:
+		return nil, provider.NewError(provider.CodeNotDirectory, "list", rel, nil, "%s is not a directory", rel)
 	case inLower:
 		lower, err = b.lower.ListDir(ctx, b.lower.TargetForRel(rel))
 		if err != nil {
@@ -393,6 +405,8 @@ func (b *Branch) ListDir(ctx context.Context, t provider.Target) ([]provider.Dir
 			delete(byName, name)
 		case kindDir:
 			byName[name] = provider.DirEntry{Name: name, Type: provider.TypeDirectory, Target: b.target(p)}
+		case kindSymlink:
+			byName[name] = provider.DirEntry{Name: name, Type: provider.TypeOther, Target: b.target(p), Version: linkVersion(e.Link)}
 		case kindFile:
 			de := provider.DirEntry{Name: name, Type: provider.TypeFile, Target: b.target(p)}
 			if info, ierr := b.upper.Stat(ctx, b.upper.TargetForRel(p)); ierr == nil && info != nil {
@@ -901,6 +915,15 @@ func (b *Branch) walkLower(ctx context.Context, dir string, manifest map[string]
 		if _, own := b.entries[p]; own {
 			continue
 		}
+		host := filepath.Join(b.lower.Root(), filepath.FromSlash(p))
+		if st, err := os.Lstat(host); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(host)
+			if err != nil {
+				return err
+			}
+			manifest[p] = linkVersion(target)
+			continue
+		}
 		switch de.Type {
 		case provider.TypeDirectory:
 			if err := b.walkLower(ctx, p, manifest); err != nil {
@@ -926,4 +949,12 @@ func removeUpperTree(dir string) error {
 		return fmt.Errorf("empty %s: %w", up, err)
 	}
 	return os.MkdirAll(up, 0o755)
+}
+
+// entriesLink returns the target of the link entry rel; b.mu is held.
+func (b *Branch) entriesLink(rel string) string {
+	if e := b.entries[rel]; e != nil {
+		return e.Link
+	}
+	return ""
 }

@@ -32,7 +32,9 @@ type Change struct {
 	// holding it instead.
 	Data   []byte
 	Source string
-	Mode   os.FileMode // 0: the replaced file's mode, else 0644
+	Mode   os.FileMode // 0: the replaced file's mode, else 0644 (a directory: 0755)
+	// Link, when set, makes Path a symbolic link to it (a write).
+	Link string
 }
 
 // ChangeSet is what one commit applies, all or nothing.
@@ -102,6 +104,8 @@ type step struct {
 	New    provider.Version `json:"new,omitempty"`
 	Staged string           `json:"staged,omitempty"` // file in the staging dir holding the new content
 	Backup string           `json:"backup,omitempty"` // hard link to the replaced or deleted file
+	Link   string           `json:"link,omitempty"`   // a write that makes a symbolic link to Link
+	Mode   uint32           `json:"mode,omitempty"`   // a made directory's permission bits
 
 	data   []byte
 	source string
@@ -179,7 +183,7 @@ func (b *Branch) changeSet() ChangeSet {
 				mode = st.Mode().Perm()
 			}
 			if e.Base != BaseAbsent && e.Base != BaseDir {
-				if v, err := b.upperVersion(p); err == nil && v == e.Base {
+				if v, err := b.upperVersion(p); err == nil && v == e.Base && b.sameModeAsWorkspace(p, mode) {
 					continue // written back to what it was
 				}
 			}
@@ -197,10 +201,20 @@ func (b *Branch) changeSet() ChangeSet {
 			default:
 				cs.Changes = append(cs.Changes, Change{Path: p, Base: e.Base, Delete: true})
 			}
+		case kindSymlink:
+			if e.Base == linkVersion(e.Link) {
+				continue
+			}
+			base := e.Base
+			if base == BaseDir {
+				cs.Changes = append(cs.Changes, Change{Path: p, Delete: true, Dir: true, Manifest: e.Manifest})
+				base = BaseAbsent
+			}
+			cs.Changes = append(cs.Changes, Change{Path: p, Base: base, Link: e.Link})
 		case kindDir:
 			switch e.Base {
 			case BaseAbsent:
-				cs.Changes = append(cs.Changes, Change{Path: p, MakeDir: true})
+				cs.Changes = append(cs.Changes, Change{Path: p, MakeDir: true, Mode: os.FileMode(e.Mode)})
 			case BaseDir: // made again over a deleted directory: its old files go
 				m := map[string]provider.Version{}
 				for f, v := range e.Manifest {
@@ -297,9 +311,9 @@ func (m *Manager) plan(cs ChangeSet) ([]step, []provider.Key, []provider.Target)
 			steps = append(steps, step{Op: opDelete, Path: c.Path, Base: c.Base})
 			addTarget(c.Path)
 		case c.MakeDir:
-			steps = append(steps, step{Op: opMkdir, Path: c.Path})
+			steps = append(steps, step{Op: opMkdir, Path: c.Path, Mode: uint32(c.Mode.Perm())})
 		default:
-			steps = append(steps, step{Op: opWrite, Path: c.Path, Base: c.Base, data: c.Data, source: c.Source, mode: c.Mode})
+			steps = append(steps, step{Op: opWrite, Path: c.Path, Base: c.Base, data: c.Data, source: c.Source, mode: c.Mode, Link: c.Link})
 			addTarget(c.Path)
 		}
 	}
@@ -314,6 +328,13 @@ func (m *Manager) plan(cs ChangeSet) ([]step, []provider.Key, []provider.Target)
 // current is the workspace's state of rel: its version, BaseAbsent, or
 // BaseDir.
 func (m *Manager) current(ctx context.Context, rel string) (provider.Version, error) {
+	if st, err := os.Lstat(m.hostPath(rel)); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(m.hostPath(rel))
+		if err != nil {
+			return "", err
+		}
+		return linkVersion(target), nil
+	}
 	info, err := m.lower.Stat(ctx, m.lower.TargetForRel(rel))
 	if provider.CodeOf(err) == provider.CodeNotFound || provider.CodeOf(err) == provider.CodeNotDirectory {
 		return BaseAbsent, nil
@@ -347,6 +368,12 @@ func (m *Manager) check(ctx context.Context, cs ChangeSet, steps []step) ([]step
 		}
 	}
 	made := map[string]bool{}
+	modes := map[string]uint32{}
+	for _, s := range steps {
+		if s.Op == opMkdir {
+			modes[s.Path] = s.Mode
+		}
+	}
 	mkdir := func(p string) error {
 		if made[p] {
 			return nil
@@ -368,7 +395,7 @@ func (m *Manager) check(ctx context.Context, cs ChangeSet, steps []step) ([]step
 			}
 		}
 		made[p] = true
-		mkdirs = append(mkdirs, step{Op: opMkdir, Path: p})
+		mkdirs = append(mkdirs, step{Op: opMkdir, Path: p, Mode: modes[p]})
 		return nil
 	}
 	for _, s := range steps {
@@ -422,14 +449,19 @@ func (m *Manager) check(ctx context.Context, cs ChangeSet, steps []step) ([]step
 					return nil, nil, err
 				}
 			}
-			if s.source != "" {
+			switch {
+			case s.Link != "":
+				s.New = linkVersion(s.Link)
+			case s.source != "":
 				data, err := os.ReadFile(s.source)
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s: read %s: %w", cs.Label, s.Path, err)
 				}
 				s.data = data
 			}
-			s.New = local.VersionOfBytes(s.data)
+			if s.Link == "" {
+				s.New = local.VersionOfBytes(s.data)
+			}
 			writes = append(writes, s)
 		case opMkdir:
 			if err := mkdirParents(s.Path, mkdir); err != nil {
@@ -548,10 +580,16 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, after afterAppl
 					mode = st.Mode().Perm()
 				}
 			}
-			if err := os.WriteFile(filepath.Join(staging, s.Staged), s.data, mode); err != nil {
-				return nil, m.abandon(j, fmt.Errorf("%s: stage %s: %w", j.Label, s.Path, err))
+			if s.Link != "" {
+				if err := os.Symlink(s.Link, filepath.Join(staging, s.Staged)); err != nil {
+					return nil, m.abandon(j, fmt.Errorf("%s: stage %s: %w", j.Label, s.Path, err))
+				}
+			} else {
+				if err := os.WriteFile(filepath.Join(staging, s.Staged), s.data, mode); err != nil {
+					return nil, m.abandon(j, fmt.Errorf("%s: stage %s: %w", j.Label, s.Path, err))
+				}
+				_ = os.Chmod(filepath.Join(staging, s.Staged), mode)
 			}
-			_ = os.Chmod(filepath.Join(staging, s.Staged), mode)
 			if s.Base != BaseAbsent && s.Base != BaseDir {
 				s.Backup = fmt.Sprintf("b%d", i)
 			}
@@ -640,10 +678,7 @@ func (m *Manager) applyStep(j *journal, s step) error {
 	case opDelete:
 		err = os.Remove(p)
 	case opMkdir:
-		err = os.Mkdir(p, 0o755)
-		if errors.Is(err, fs.ErrExist) {
-			err = nil
-		}
+		err = mkdirMode(p, s.Mode)
 	case opRmdir:
 		err = os.Remove(p)
 	}
@@ -679,4 +714,28 @@ func syncfs(dir string) error {
 	}
 	defer f.Close()
 	return unix.Syncfs(int(f.Fd()))
+}
+
+// mkdirMode makes the directory p (an existing one is fine) with the
+// permission bits mode (0: 0755).
+func mkdirMode(p string, mode uint32) error {
+	perm := os.FileMode(0o755)
+	if mode != 0 {
+		perm = os.FileMode(mode).Perm()
+	}
+	err := os.Mkdir(p, perm)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err == nil && mode != 0 {
+		err = os.Chmod(p, perm)
+	}
+	return err
+}
+
+// sameModeAsWorkspace reports whether the workspace file rel has the
+// permission bits mode (a chmod in the branch is a change).
+func (b *Branch) sameModeAsWorkspace(rel string, mode os.FileMode) bool {
+	st, err := os.Stat(b.lower.ProcessPath(b.lower.TargetForRel(rel)))
+	return err == nil && st.Mode().Perm() == mode.Perm()
 }

@@ -119,64 +119,133 @@ func (b *Branch) Diff(ctx context.Context, offset, limit int) (DiffPage, error) 
 	return page, nil
 }
 
+// side is one side of a file's diff.
+type side struct {
+	exists bool
+	mode   string // git's: 100644, 100755 or 120000
+	data   []byte // a link's target for 120000
+}
+
+// fileMode is git's mode of a regular file.
+func fileMode(m os.FileMode) string {
+	if m.Perm()&0o111 != 0 {
+		return "100755"
+	}
+	return "100644"
+}
+
+// oldSide reads the workspace's rel.
+func (b *Branch) oldSide(ctx context.Context, rel string) (side, error) {
+	host := b.lower.ProcessPath(b.lower.TargetForRel(rel))
+	st, err := os.Lstat(host)
+	if err != nil {
+		return side{}, nil
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(host)
+		return side{exists: true, mode: "120000", data: []byte(target)}, err
+	}
+	d, err := b.lower.ReadBytes(ctx, b.lower.TargetForRel(rel), maxDiffBytes)
+	switch provider.CodeOf(err) {
+	case "":
+	case provider.CodeNotFound:
+		return side{}, nil
+	case provider.CodeTooLarge:
+		d = []byte{0}
+	default:
+		return side{}, err
+	}
+	return side{exists: true, mode: fileMode(st.Mode()), data: d}, nil
+}
+
+// newSide reads the branch's rel.
+func (b *Branch) newSide(rel string) (side, error) {
+	b.mu.RLock()
+	e := b.entries[rel]
+	up := b.upperPath(rel)
+	b.mu.RUnlock()
+	if e != nil && e.Kind == kindSymlink {
+		return side{exists: true, mode: "120000", data: []byte(e.Link)}, nil
+	}
+	st, err := os.Stat(up)
+	if err != nil {
+		return side{}, fmt.Errorf("diff %s: %w", rel, err)
+	}
+	if st.Size() > maxDiffBytes {
+		return side{exists: true, mode: fileMode(st.Mode()), data: []byte{0}}, nil
+	}
+	d, err := os.ReadFile(up)
+	if err != nil {
+		return side{}, fmt.Errorf("diff %s: %w", rel, err)
+	}
+	return side{exists: true, mode: fileMode(st.Mode()), data: d}, nil
+}
+
 // fileDiff renders one file's git diff.
 func (b *Branch) fileDiff(ctx context.Context, fc FileChange) (string, bool, error) {
-	var oldData, newData []byte
 	oldPath := fc.Path
 	if fc.Status == StatusRenamed {
 		oldPath = fc.From
 	}
+	var old, cur side
+	var err error
 	if fc.Status != StatusAdded {
-		d, err := b.lower.ReadBytes(ctx, b.lower.TargetForRel(oldPath), maxDiffBytes)
-		if err != nil && provider.CodeOf(err) != provider.CodeNotFound {
-			if provider.CodeOf(err) != provider.CodeTooLarge {
-				return "", false, err
-			}
-			d = []byte{0}
+		if old, err = b.oldSide(ctx, oldPath); err != nil {
+			return "", false, err
 		}
-		oldData = d
 	}
-	mode := "100644"
 	if fc.Status != StatusDeleted {
-		b.mu.RLock()
-		up := b.upperPath(fc.Path)
-		b.mu.RUnlock()
-		st, err := os.Stat(up)
-		if err != nil {
-			return "", false, fmt.Errorf("diff %s: %w", fc.Path, err)
-		}
-		if st.Mode().Perm()&0o111 != 0 {
-			mode = "100755"
-		}
-		if st.Size() > maxDiffBytes {
-			newData = []byte{0}
-		} else if newData, err = os.ReadFile(up); err != nil {
-			return "", false, fmt.Errorf("diff %s: %w", fc.Path, err)
+		if cur, err = b.newSide(fc.Path); err != nil {
+			return "", false, err
 		}
 	}
+	if old.exists && cur.exists && (old.mode == "120000") != (cur.mode == "120000") {
+		// A file became a link or the reverse: git writes a deletion and
+		// an addition.
+		d1, bin1 := diffSection(oldPath, oldPath, old, side{}, "")
+		d2, bin2 := diffSection(fc.Path, fc.Path, side{}, cur, "")
+		return d1 + d2, bin1 || bin2, nil
+	}
+	rename := ""
+	if fc.Status == StatusRenamed {
+		rename = fc.From
+	}
+	d, bin := diffSection(oldPath, fc.Path, old, cur, rename)
+	return d, bin, nil
+}
+
+// diffSection renders one "diff --git" section from old to cur (a missing
+// side is an addition or a deletion).
+func diffSection(oldPath, newPath string, old, cur side, renamedFrom string) (string, bool) {
 	var sb strings.Builder
-	aName, bName := "a/"+oldPath, "b/"+fc.Path
+	aName, bName := "a/"+oldPath, "b/"+newPath
 	fmt.Fprintf(&sb, "diff --git %s %s\n", aName, bName)
-	switch fc.Status {
-	case StatusAdded:
-		fmt.Fprintf(&sb, "new file mode %s\n", mode)
+	switch {
+	case !old.exists:
+		fmt.Fprintf(&sb, "new file mode %s\n", cur.mode)
 		aName = "/dev/null"
-	case StatusDeleted:
-		sb.WriteString("deleted file mode 100644\n")
+	case !cur.exists:
+		fmt.Fprintf(&sb, "deleted file mode %s\n", old.mode)
 		bName = "/dev/null"
-	case StatusRenamed:
-		fmt.Fprintf(&sb, "rename from %s\nrename to %s\n", fc.From, fc.Path)
+	default:
+		if old.mode != cur.mode {
+			fmt.Fprintf(&sb, "old mode %s\nnew mode %s\n", old.mode, cur.mode)
+		}
+		if renamedFrom != "" {
+			fmt.Fprintf(&sb, "rename from %s\nrename to %s\n", renamedFrom, newPath)
+		}
 	}
-	if isBinary(oldData) || isBinary(newData) {
+	if isBinary(old.data) || isBinary(cur.data) {
 		fmt.Fprintf(&sb, "Binary files %s and %s differ\n", aName, bName)
-		return sb.String(), true, nil
+		return sb.String(), true
 	}
-	if bytes.Equal(oldData, newData) {
-		return sb.String(), false, nil
+	if bytes.Equal(old.data, cur.data) {
+		return sb.String(), false
 	}
+	oldText, newText := string(old.data), string(cur.data)
 	fmt.Fprintf(&sb, "--- %s\n+++ %s\n", aName, bName)
-	sb.WriteString(unifiedHunks(diffLines(splitLines(string(oldData)), splitLines(string(newData))), 3))
-	return sb.String(), false, nil
+	sb.WriteString(unifiedHunks(diffLines(splitLines(oldText), splitLines(newText)), 3))
+	return sb.String(), false
 }
 
 // isBinary reports data git would call binary: a NUL byte, or not UTF-8.

@@ -114,6 +114,11 @@ func (e *env) snapshot() map[string]string {
 		if rel == StagingDir && info.IsDir() {
 			return filepath.SkipDir
 		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			out[rel] = "-> " + target
+			return err
+		}
 		if info.IsDir() {
 			if rel != "." {
 				out[rel+"/"] = "<dir>"

@@ -111,12 +111,10 @@ func (m *Manager) redo(j *journal, s step) error {
 			return err
 		}
 		return os.Rename(staged, p)
+	case opMkdir:
+		return mkdirMode(p, s.Mode)
 	case opDelete, opRmdir:
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	case opMkdir:
-		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 	}

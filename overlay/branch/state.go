@@ -31,7 +31,12 @@ const (
 	kindFile    kind = "file"    // a regular file in upper/
 	kindDeleted kind = "deleted" // a whiteout: the path does not exist
 	kindDir     kind = "dir"     // a directory the branch made (over nothing, or over a deleted one)
+	kindSymlink kind = "symlink" // a symbolic link the branch made (Link)
 )
+
+// linkVersion is the base or state of a path that is a symbolic link: its
+// target, which is what a link's content is.
+func linkVersion(target string) provider.Version { return provider.Version("link:" + target) }
 
 // entry is the branch's state of one changed path. The nearest ancestor
 // with an entry hides the workspace below it: a path under a deleted or
@@ -41,6 +46,8 @@ type entry struct {
 	Kind kind             `json:"k"`
 	Base provider.Version `json:"b"`           // copy-up base: a version, BaseAbsent or BaseDir
 	From string           `json:"f,omitempty"` // a rename's source path
+	Link string           `json:"l,omitempty"` // a symbolic link's target
+	Mode uint32           `json:"o,omitempty"` // a directory's permission bits (0: 0755)
 	// Manifest is, for a deleted directory, every file the branch saw
 	// under it with its version: the workspace must still hold exactly
 	// these at commit.
