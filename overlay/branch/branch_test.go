@@ -2,9 +2,11 @@ package branch
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -289,4 +291,47 @@ func TestBranch_WrittenBackIsNoChange(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, applied)
 	assert.Equal(t, "theirs\n", e.get("a.txt"))
+}
+
+// TestBranch_ConcurrentUse runs writers, readers, listers and diffs in one
+// branch at once (run with -race), then commits everything.
+func TestBranch_ConcurrentUse(t *testing.T) {
+	e := newEnv(t)
+	for i := range 20 {
+		e.put(fmt.Sprintf("d/f%02d.txt", i), "old\n")
+	}
+	b, err := e.m.Create("cc")
+	require.NoError(t, err)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < 20; i += 4 {
+				_, err := b.WriteText(ctx, b.target(fmt.Sprintf("d/f%02d.txt", i)), fmt.Sprintf("new %d\n", i), nil)
+				assert.NoError(t, err)
+				_, err = b.WriteText(ctx, b.target(fmt.Sprintf("n%d/g%02d.txt", w, i)), "g\n", nil)
+				assert.NoError(t, err)
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for range 20 {
+				_, err := b.ListDir(ctx, b.target("d"))
+				assert.NoError(t, err)
+				_, err = b.ReadText(ctx, b.target("d/f07.txt"))
+				assert.NoError(t, err)
+				_, err = b.Diff(ctx, 0, 5)
+				assert.NoError(t, err)
+				_ = b.Changed()
+			}
+		})
+	}
+	wg.Wait()
+	files, err := e.m.Commit(ctx, "cc", false, Hooks{})
+	require.NoError(t, err)
+	assert.Len(t, files, 40)
+	for i := range 20 {
+		assert.Equal(t, fmt.Sprintf("new %d\n", i), e.get(fmt.Sprintf("d/f%02d.txt", i)))
+	}
 }
