@@ -302,3 +302,33 @@ func TestBranch_LogNamesTheBranch(t *testing.T) {
 	assert.Equal(t, "", lg.Entries[0].Branch, "the workspace write")
 	assert.Equal(t, "lg", lg.Entries[1].Branch, "the branch write")
 }
+
+// TestBranch_CommitRespectsTheViewOfNow: a branch's change to a path the
+// view has since made read-only (a restart with stricter rules) refuses
+// the whole commit.
+func TestBranch_CommitRespectsTheViewOfNow(t *testing.T) {
+	env := newBranchEnv(t)
+	env.file(t, "ro/x.txt", "x\n")
+	mgr := env.srv.br.mgr
+	b, err := mgr.Create("late")
+	require.NoError(t, err)
+	ctx := context.Background()
+	// Written below the view (as before a restart that added --read-only /ro).
+	tg, err := b.Resolve(ctx, "ro/x.txt", provider.ResolveOptions{})
+	require.NoError(t, err)
+	_, err = b.WriteText(ctx, tg, "changed\n", nil)
+	require.NoError(t, err)
+	tg, err = b.Resolve(ctx, "ok.txt", provider.ResolveOptions{})
+	require.NoError(t, err)
+	_, err = b.WriteText(ctx, tg, "fine\n", nil)
+	require.NoError(t, err)
+	c := env.client(t)
+	_, err = c.BranchCommit(ctx, BranchCommitParams{Name: "late"})
+	re := rpcErr(t, err)
+	assert.Equal(t, provider.CodeSandboxDenied, re.Code)
+	assert.Contains(t, re.Message, "ro/x.txt is read-only")
+	got, _ := env.content(t, "ro/x.txt")
+	assert.Equal(t, "x\n", got)
+	_, ok := env.content(t, "ok.txt")
+	assert.False(t, ok, "nothing applied")
+}

@@ -245,6 +245,13 @@ func committedFiles(files []branch.AppliedFile) []CommittedFile {
 func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 	return branch.Hooks{
 		Announce: func(ctx context.Context, ts []provider.Target) { s.engine.Announce(ctx, ts...) },
+		Allow: func(rel string) error {
+			if v, ok := s.fs.(*overlay.View); ok && v.Access(rel) != overlay.Visible {
+				return provider.NewError(provider.CodeSandboxDenied, "commit", rel, nil,
+					"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, v.Access(rel), detail)
+			}
+			return nil
+		},
 		Applied: func(ctx context.Context, files []branch.AppliedFile) {
 			for _, f := range files {
 				op := policy.OpWrite

@@ -61,6 +61,10 @@ type Hooks struct {
 	// Applied runs after the workspace holds the new state, with every
 	// file changed (audit entries, observations, cache invalidation).
 	Applied func(ctx context.Context, files []AppliedFile)
+	// Allow, when set, vets every path the commit would change (the
+	// view's hide and read-only rules, which may be stricter than when
+	// the branch changed it); an error refuses the whole commit.
+	Allow func(rel string) error
 }
 
 // ConflictError refuses a commit whose paths the workspace changed since
@@ -242,6 +246,13 @@ func (m *Manager) hostPath(rel string) string {
 // apply runs one journaled commit; m.commitMu is held.
 func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after afterApply) ([]AppliedFile, error) {
 	steps, keys, targets := m.plan(cs)
+	if hooks.Allow != nil {
+		for _, st := range steps {
+			if err := hooks.Allow(st.Path); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// Announced before the locks, as a provider mutation does: writing
 	// the mount's dirty pages back goes through handlers that take them.
 	if hooks.Announce != nil && len(targets) > 0 {
