@@ -187,6 +187,12 @@ func TestBranch_BadRequests(t *testing.T) {
 	assert.Equal(t, provider.CodeNotFound, rpcErr(t, err).Code)
 	_, err = c.OpenSessionWith(ctx, SessionOpenParams{Branch: "nope"})
 	assert.Equal(t, provider.CodeNotFound, rpcErr(t, err).Code)
+	for _, p := range []string{"../outside.txt", "/etc/passwd", "a/../../x"} {
+		_, err = c.Write(ctx, WriteParams{Path: p, Content: "x", Branch: "d", Unconditional: true})
+		assert.Equal(t, provider.CodeSandboxDenied, rpcErr(t, err).Code, p)
+		_, err = c.Read(ctx, ReadParams{Path: p, Branch: "d"})
+		assert.Equal(t, provider.CodeSandboxDenied, rpcErr(t, err).Code, p)
+	}
 	require.NoError(t, c.BranchDiscard(ctx, "d"))
 	err = c.BranchDiscard(ctx, "d")
 	assert.Equal(t, provider.CodeNotFound, rpcErr(t, err).Code)
