@@ -179,3 +179,25 @@ func assertClean(t *testing.T, e *env) {
 	_, err = os.Stat(e.m.hostPath(StagingDir))
 	assert.True(t, os.IsNotExist(err), "no staging left")
 }
+
+// TestCommit_RollsBackWhenAnAppliedPathWasRestoredWhileDown: a file the
+// commit had already renamed into place was given its old bytes back while
+// the daemon was down; finishing would leave a mix, so the start undoes
+// the commit.
+func TestCommit_RollsBackWhenAnAppliedPathWasRestoredWhileDown(t *testing.T) {
+	e := newEnv(t)
+	before, _ := bigBranch(t, e)
+	e.m.hooks.step = func(n int) error {
+		if n == 300 { // about half the writes are in place
+			return errStopped
+		}
+		return nil
+	}
+	_, err := e.m.Commit(context.Background(), "big", false, Hooks{})
+	require.ErrorIs(t, err, errStopped)
+	require.NoError(t, e.m.Close())
+	e.put("src/f000.txt", "old 0\n") // f000 was written first
+	e.open()
+	assert.Equal(t, before, e.snapshot())
+	assertClean(t, e)
+}

@@ -49,7 +49,10 @@ func (m *Manager) recoverOne(j *journal) error {
 		}
 		switch s.Op {
 		case opWrite:
-			if cur != s.New && cur != s.Base {
+			// Still staged: the path must hold its base; renamed already:
+			// the new bytes. Anything else was changed while down.
+			_, serr := os.Lstat(filepath.Join(m.hostPath(j.Staging), s.Staged))
+			if pending := serr == nil; pending && cur != s.Base || !pending && cur != s.New {
 				forward = false
 			}
 		case opDelete:
