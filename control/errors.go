@@ -17,6 +17,8 @@ type RPCError struct {
 	Code    provider.Code // FS_… code, "" for protocol faults
 	Path    string        // display path the error concerns, when known
 	Message string        // what happened and what to do next
+	// Conflicts are the paths a branch commit or atomic patch conflicts on.
+	Conflicts []string
 }
 
 // Error renders "FS_CODE: message" or "rpc error N: message".
@@ -41,6 +43,7 @@ func rpcErrorFromObject(o *ErrorObject) *RPCError {
 	if o.Data != nil {
 		e.Code = o.Data.Code
 		e.Path = o.Data.Path
+		e.Conflicts = o.Data.Conflicts
 		if o.Data.Message != "" {
 			e.Message = o.Data.Message
 		}
