@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -236,7 +237,7 @@ func (s *Server) changes(ctx context.Context, st *changesState, params json.RawM
 	switch {
 	case !watched:
 		return s.markEverything(res, "the daemon does not watch the workspace directory (serve --watch): changes made there directly are unknown")
-	case p.Workspace && s.hidesPaths():
+	case p.Workspace && s.hidesBelow(scope):
 		return s.markEverything(res, "the daemon hides paths (--hide) whose changes in the workspace directory it does not record")
 	case !cs.Vouched:
 		return s.markEverything(res, fmt.Sprintf("changes after seq %d are not all known (from before this daemon run, before lost changes, or not retained)", since))
@@ -340,10 +341,33 @@ func inScope(scope, p string) bool {
 // one appears: fs.changes is waiting for it).
 func IsChangesCookie(p string) bool { return strings.HasPrefix(path.Base(p), ChangesCookiePrefix) }
 
-// hidesPaths reports whether the daemon's view hides paths.
-func (s *Server) hidesPaths() bool {
-	v, ok := s.fs.(interface{ Rules() overlay.Rules })
-	return ok && len(v.Rules().Hide) > 0
+// hidingView is the part of overlay.View hidesBelow asks.
+type hidingView interface {
+	Rules() overlay.Rules
+	Access(rel string) overlay.Access
+	AccessBelow(rel string) overlay.Access
+}
+
+// hidesBelow reports whether a --hide rule can hide scope or a path below
+// it. The daemon's own staging directory of branches is left out: like its
+// state directory, it is the daemon's, not the worktree's.
+func (s *Server) hidesBelow(scope string) bool {
+	v, ok := s.fs.(hidingView)
+	if !ok {
+		return false
+	}
+	anchored := false
+	for _, h := range v.Rules().Hide {
+		h = strings.TrimSpace(h)
+		if strings.Trim(h, "/") == branch.StagingDir {
+			continue
+		}
+		if !strings.Contains(strings.TrimSuffix(h, "/"), "/") {
+			return true // a name hidden at any depth
+		}
+		anchored = true
+	}
+	return anchored && (v.Access(scope) == overlay.Hidden || v.AccessBelow(scope) == overlay.Hidden)
 }
 
 // backingRoot is the absolute path of the workspace directory.

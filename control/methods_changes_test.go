@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -275,24 +276,35 @@ func TestParseChangesToken(t *testing.T) {
 }
 
 func TestChanges_HiddenPathsMakeAWorkspaceCallerGetEverything(t *testing.T) {
-	env := watchedEnv(t, func(c *Config) {
-		view, err := overlay.New(c.Engine.FS(), overlay.Rules{Hide: []string{"secret"}})
-		require.NoError(t, err)
-		c.Engine = policy.NewEngine(c.Engine.Store(), view)
-	})
-	c := env.client(t)
-	start := changesOf(t, c, ChangesParams{})
-	env.external(t, policy.OpCreate, "a.txt", "")
-	onMount := changesOf(t, c, ChangesParams{Since: ChangesCursor(start.Token)})
-	assert.False(t, onMount.Everything, "on the mount hidden paths do not exist: %s", onMount.Reason)
-	assert.Equal(t, []string{"a.txt"}, pathsOf(onMount))
-	onWorkspace := changesOf(t, c, ChangesParams{Since: ChangesCursor(start.Token), Workspace: true})
-	assert.True(t, onWorkspace.Everything, "in the workspace directory the hidden paths exist, unwatched")
-	assert.Contains(t, onWorkspace.Reason, "--hide")
-
-	plain := watchedEnv(t)
-	pc := plain.client(t)
-	start = changesOf(t, pc, ChangesParams{})
-	r := changesOf(t, pc, ChangesParams{Since: ChangesCursor(start.Token), Workspace: true})
-	assert.False(t, r.Everything, "nothing hidden: the workspace directory is served too")
+	cases := []struct {
+		name       string
+		hide       []string
+		path       string
+		everything bool
+	}{
+		{"a name hidden at any depth", []string{"secret"}, "repo", true},
+		{"an anchored rule below the path", []string{"/repo/secret"}, "repo", true},
+		{"an anchored rule elsewhere", []string{"/other/secret"}, "repo", false},
+		{"only the daemon's branch staging", []string{"/" + branch.StagingDir}, "", false},
+		{"nothing hidden", nil, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := watchedEnv(t, func(c *Config) {
+				view, err := overlay.New(c.Engine.FS(), overlay.Rules{Hide: tc.hide})
+				require.NoError(t, err)
+				c.Engine = policy.NewEngine(c.Engine.Store(), view)
+			})
+			require.NoError(t, os.MkdirAll(filepath.Join(env.root, "repo"), 0o755))
+			c := env.client(t)
+			start := changesOf(t, c, ChangesParams{})
+			onMount := changesOf(t, c, ChangesParams{Since: ChangesCursor(start.Token), Path: tc.path})
+			assert.False(t, onMount.Everything, "on the mount hidden paths do not exist: %s", onMount.Reason)
+			onWorkspace := changesOf(t, c, ChangesParams{Since: ChangesCursor(start.Token), Path: tc.path, Workspace: true})
+			assert.Equal(t, tc.everything, onWorkspace.Everything, "in the workspace directory hidden paths exist, unwatched: %s", onWorkspace.Reason)
+			if tc.everything {
+				assert.Contains(t, onWorkspace.Reason, "--hide")
+			}
+		})
+	}
 }

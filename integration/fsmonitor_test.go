@@ -351,9 +351,9 @@ func TestFsmonitor_TheHookWorksForAnotherUIDTheSocketAdmits(t *testing.T) {
 	require.NoError(t, err)
 	bin := filepath.Join(binDir, "dshmount")
 	require.NoError(t, os.WriteFile(bin, exe, 0o755))
-	for _, dir := range []string{"repo", "repo/.git"} {
-		require.NoError(t, os.Mkdir(filepath.Join(d.Src, dir), 0o755))
-		require.NoError(t, os.Chown(filepath.Join(d.Src, dir), 65534, 65534))
+	for _, dir := range []string{"repo", "repo/.git"} { // through the mount: no out-of-band change to wait for
+		require.NoError(t, os.Mkdir(d.m(dir), 0o755))
+		require.NoError(t, os.Chown(d.m(dir), 65534, 65534))
 	}
 	asNobody := func(token string) (string, string, int) {
 		cmd := exec.Command(bin, "fsmonitor", "2", token)
@@ -385,7 +385,7 @@ func TestFsmonitor_TheHookWorksForAnotherUIDTheSocketAdmits(t *testing.T) {
 func TestFsmonitor_HiddenPathsMeanEverythingOnTheWorkspaceDirectoryOnly(t *testing.T) {
 	t.Setenv("DSH_RUN_DIR", t.TempDir())
 	d := startDaemon(t, daemonOptions{Args: []string{"--watch", "--hide", "secret"}})
-	require.NoError(t, os.MkdirAll(filepath.Join(d.Src, "repo", ".git"), 0o755))
+	require.NoError(t, os.MkdirAll(d.m("repo/.git"), 0o755))
 	out, stderr, code := hook(t, d.m("repo"), nil, "2", "")
 	require.Equal(t, 0, code, stderr)
 	tok, _, _ := strings.Cut(out, "\x00")
