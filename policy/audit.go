@@ -161,6 +161,13 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	if q.Limit <= 0 {
 		q.Limit = DefaultAuditLimit
 	}
+	// Every entry up to complete was buffered before the flush below
+	// starts (seqs are assigned and buffered under the feed's lock), so
+	// Badger holds all of them after it. A newer entry may be there while
+	// an older one is still buffered (the flush takes the buffer's shards
+	// one by one): reading past complete could skip that older one for a
+	// reader paging with Since.
+	complete := s.LastSeq()
 	if err := s.flush(); err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
@@ -178,6 +185,12 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 			start = auditKey(q.Since + 1)
 		}
 		for it.Seek(start); it.ValidForPrefix(prefix) && len(out) < q.Limit; it.Next() {
+			if seq := auditSeqOf(it.Item().Key()); seq > complete {
+				if forward {
+					break
+				}
+				continue
+			}
 			var e AuditEntry
 			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &e) }); err != nil {
 				return fmt.Errorf("decode audit entry %x: %w", it.Item().Key(), err)
