@@ -44,6 +44,13 @@ type Config struct {
 	// MaxWatches bounds fs.watch watches across connections (each holds a
 	// descriptor). Default DefaultMaxWatches.
 	MaxWatches int
+	// WatchBuffer bounds how many changes a watch may fall behind by before
+	// it gets a lost event and ends. Default policy.DefaultFeedBuffer.
+	WatchBuffer int
+	// WatchWindow is how long a watch collects changes before sending
+	// them, merging the changes of one path by one actor. Default
+	// DefaultWatchWindow.
+	WatchWindow time.Duration
 	// MaxRequests bounds the requests served at once across connections
 	// (each may hold a few descriptors); more wait. Default
 	// DefaultMaxRequests.
@@ -67,6 +74,7 @@ type Config struct {
 const (
 	DefaultMaxConnections = 256
 	DefaultMaxWatches     = 256
+	DefaultWatchWindow    = 30 * time.Millisecond
 	DefaultMaxRequests    = 64
 	DefaultRequestTimeout = 30 * time.Second
 	DefaultIdleTimeout    = 10 * time.Minute
@@ -89,6 +97,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWatches <= 0 {
 		c.MaxWatches = DefaultMaxWatches
+	}
+	if c.WatchBuffer <= 0 {
+		c.WatchBuffer = policy.DefaultFeedBuffer
+	}
+	if c.WatchWindow <= 0 {
+		c.WatchWindow = DefaultWatchWindow
 	}
 	if c.MaxRequests <= 0 {
 		c.MaxRequests = DefaultMaxRequests

@@ -80,6 +80,8 @@ type verbOpts struct {
 	hasMaxBytes  bool
 	expectedDest string
 	createDest   bool
+	recursive    bool        // watch -r
+	watchSince   optionalSeq // watch --since
 }
 
 // clientEnv is what a verb's action works with.
