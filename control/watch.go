@@ -26,6 +26,12 @@ import (
 // Who sees what: a peer may only watch a path it can read (checked with
 // its own credentials when the watch starts: a directory must be
 // listable, a file readable; a missing path needs a listable directory).
+// A peer served with its own credentials (another uid, root daemon) is
+// told of a change below the watched directory only when it may list the
+// changed path's directory (checked with its credentials, remembered per
+// directory for the watch's life): a rename out of a directory it may not
+// list is a creation at the destination, one into such a directory a
+// deletion of the source.
 // Paths the view hides are never audited, so never reported. A peer of
 // another uid than root and the daemon's sees every change in its scope
 // (as inotify would show it) but only the channel of other uids' changes:
@@ -43,6 +49,10 @@ type watchState struct {
 	peer   uint32 // the watching peer's uid
 	full   bool   // the peer sees every actor's details
 	stopCh chan struct{}
+	// creds are the peer's own credentials (nil: served as the daemon);
+	// listable remembers which directories they may list.
+	creds    *creds
+	listable map[string]bool
 
 	once    sync.Once
 	release func() // gives the watch's slot back
@@ -95,6 +105,10 @@ func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (an
 		full:    s.privileged(uid),
 		stopCh:  make(chan struct{}),
 		release: release,
+		creds:   c.creds,
+		// Checked above: the watched path's directory, or the directory
+		// itself.
+		listable: map[string]bool{t.DisplayPath: true, path.Dir(t.DisplayPath): true},
 	}
 	if !c.addWatch(w.id, w.stop) {
 		w.stop()
@@ -182,6 +196,9 @@ func (s *Server) deliver(c *conn, w *watchState) {
 			}
 			last = it.Entry.Seq
 			ev, ok := s.eventFor(w, it.Entry)
+			if ok && w.creds != nil {
+				ev, ok = s.visibleTo(c.ctx, w, ev)
+			}
 			if !ok {
 				continue
 			}
@@ -222,6 +239,56 @@ func (s *Server) eventFor(w *watchState, e policy.AuditEntry) (ChangeEvent, bool
 	}
 	ev.Actor = a
 	return ev, true
+}
+
+// maxListable bounds the directories a watch remembers as listable or
+// not; past it the memory starts over.
+const maxListable = 4096
+
+// visibleTo trims ev to what a peer with its own credentials may see: each
+// of its paths must be in a directory the peer may list.
+func (s *Server) visibleTo(ctx context.Context, w *watchState, ev ChangeEvent) (ChangeEvent, bool) {
+	from := s.mayList(ctx, w, path.Dir(ev.Path))
+	if ev.Kind != ChangeRenamed {
+		return ev, from
+	}
+	to := s.mayList(ctx, w, path.Dir(ev.To))
+	switch {
+	case from && to:
+		return ev, true
+	case to: // from a directory the peer may not list: a new file to it
+		ev.Kind, ev.Path, ev.To = ChangeCreated, ev.To, ""
+		return ev, w.scope.covers(ev.Path)
+	case from: // into a directory the peer may not list: gone
+		ev.Kind, ev.To, ev.Version = ChangeDeleted, "", ""
+		return ev, w.scope.covers(ev.Path)
+	}
+	return ev, false
+}
+
+// mayList reports whether w's peer may list dir, with its credentials.
+func (s *Server) mayList(ctx context.Context, w *watchState, dir string) bool {
+	if ok, known := w.listable[dir]; known {
+		return ok
+	}
+	ok := false
+	err := w.creds.run(s.self, func() {
+		t, err := s.fs.Resolve(ctx, dir, provider.ResolveOptions{})
+		if err == nil {
+			_, err = s.fs.ListDir(ctx, t)
+		}
+		ok = err == nil
+	})
+	if err != nil {
+		s.log.Error("check a watcher's permission with its credentials", "uid", w.creds.uid, "dir", dir, "err", err)
+		ok = false
+	}
+	if len(w.listable) >= maxListable {
+		clear(w.listable)
+		w.listable[w.scope.root], w.listable[path.Dir(w.scope.root)] = true, true
+	}
+	w.listable[dir] = ok
+	return ok
 }
 
 // unwatch stops a watch of this connection.

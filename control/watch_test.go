@@ -376,3 +376,46 @@ func TestWatch_ClientThatDoesNotReadGetsALostEventNotASilentDrop(t *testing.T) {
 	require.Eventually(t, func() bool { return env.srv.watches.Load() == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the daemon's watch was stopped too")
 }
+
+func TestWatch_AnotherUIDIsToldOnlyOfDirectoriesItMayList(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the fake peer uid needs a root daemon")
+	}
+	q := &peerQueue{}
+	env := newTestEnv(t, withPeers(q))
+	require.NoError(t, os.Chmod(env.root, 0o755), "the peer may enter the workspace")
+	env.file(t, "open/seed", "")
+	env.file(t, "closed/seed", "")
+	require.NoError(t, os.Chmod(filepath.Join(env.root, "closed"), 0o700))
+	ctx := context.Background()
+	owner := env.client(t)
+	_, err := owner.Status(ctx) // served: it took the real uid before the peer dials
+	require.NoError(t, err)
+	peer := env.clientAs(t, q, otherUID)
+	_, err = peer.Watch(ctx, WatchParams{Path: "closed"})
+	requireDenied(t, err, "a directory it may not list cannot be watched")
+	w, err := peer.Watch(ctx, WatchParams{Path: ".", Recursive: true})
+	require.NoError(t, err)
+
+	_, err = owner.Write(ctx, WriteParams{Path: "closed/secret.txt", Content: "s"})
+	require.NoError(t, err)
+	_, err = owner.Write(ctx, WriteParams{Path: "open/a.txt", Content: "a"})
+	require.NoError(t, err)
+	ev := nextEvent(t, w)
+	assert.Equal(t, "open/a.txt", ev.Path, "nothing about the directory it may not list")
+	assert.Equal(t, &ChangeActor{Channel: policy.ChannelSocket}, ev.Actor, "root's change: the channel only")
+
+	_, err = owner.Move(ctx, MoveParams{From: "closed/secret.txt", To: "open/out.txt"})
+	require.NoError(t, err)
+	ev = nextEvent(t, w)
+	assert.Equal(t, ChangeCreated, ev.Kind, "renamed out of a directory it may not list: a new file")
+	assert.Equal(t, "open/out.txt", ev.Path)
+	assert.Empty(t, ev.To)
+
+	_, err = owner.Move(ctx, MoveParams{From: "open/a.txt", To: "closed/a.txt"})
+	require.NoError(t, err)
+	ev = nextEvent(t, w)
+	assert.Equal(t, ChangeDeleted, ev.Kind, "renamed into a directory it may not list: gone")
+	assert.Equal(t, "open/a.txt", ev.Path)
+	assert.Empty(t, ev.To)
+}
