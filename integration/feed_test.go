@@ -260,3 +260,19 @@ func TestFeed_ASubscriberThatDoesNotReadGetsOneLostEvent(t *testing.T) {
 	assert.Contains(t, string(line), `"id":2`)
 	assert.Contains(t, string(line), `"error"`)
 }
+
+func TestFeed_HiddenPathsNeverAppear(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Args: []string{"--watch", "--hide", "/secret"}, Files: map[string]string{"secret/k.txt": "s\n"}})
+	_, err := d.Client.Watch(testCtx(t), control.WatchParams{Path: "secret"})
+	require.Error(t, err, "a hidden path cannot be watched")
+	l := watchLog(t, d, control.WatchParams{Path: ".", Recursive: true})
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "secret", "k.txt"), []byte("changed\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "secret", "new.txt"), []byte("n\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.Src, "visible.txt"), []byte("v\n"), 0o644))
+	l.expect(control.ChangeCreated, "visible.txt", policy.ChannelExternal)
+	d.sh("echo m > after.txt")
+	l.expect(control.ChangeCreated, "after.txt", policy.ChannelMount)
+	for _, ev := range l.all {
+		assert.False(t, strings.HasPrefix(ev.Path, "secret") || strings.HasPrefix(ev.To, "secret"), "%+v", ev)
+	}
+}
