@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,4 +279,67 @@ func TestFeed_HiddenPathsNeverAppear(t *testing.T) {
 	for _, ev := range l.all {
 		assert.False(t, strings.HasPrefix(ev.Path, "secret") || strings.HasPrefix(ev.To, "secret"), "%+v", ev)
 	}
+}
+
+func TestFeed_CLIWatchInASubdirectoryOfTheMount(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Files: map[string]string{"sub/inner/keep": "k\n"}})
+	cmd := exec.Command(dshBinary, "watch", "-r", ".")
+	cmd.Dir = d.m("sub")
+	cmd.Env = append(os.Environ(), "DSH_SOCKET="+d.Socket)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	require.Eventually(t, func() bool {
+		st, err := d.Client.Status(testCtx(t))
+		return err == nil && st.Counters[control.MethodWatch].Requests > 0
+	}, 15*time.Second, 10*time.Millisecond, "the CLI subscribed")
+	d.sh("echo outside > top.txt; echo x > sub/inner/f.txt")
+	select {
+	case line := <-lines:
+		assert.Regexp(t, regexp.MustCompile(`^\d+ created sub/inner/f\.txt by mount pid=\d+ uid=\d+$`), line, "stderr: %s", stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no line; stderr: %s", stderr.String())
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case <-exited:
+		require.NoError(t, waitErr, "interrupted: exit 0; stderr: %s", stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatal("watch did not exit on SIGINT")
+	}
+}
+
+func TestFeed_NotificationLatency(t *testing.T) {
+	d := startDaemon(t, daemonOptions{})
+	l := watchLog(t, d, control.WatchParams{Path: ".", Recursive: true})
+	const n = 100
+	took := make([]time.Duration, 0, n)
+	for i := range n {
+		name := fmt.Sprintf("lat%03d.txt", i)
+		start := time.Now()
+		require.NoError(t, os.WriteFile(d.m(name), []byte("x\n"), 0o644))
+		l.expect(control.ChangeCreated, name, policy.ChannelMount)
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	t.Logf("mount create → fs.changed (window %v included): p50 %v, p99 %v, max %v",
+		control.DefaultWatchWindow, took[n/2], took[n*99/100], took[n-1])
+	assert.Less(t, took[n*99/100], time.Second, "the issue's bound")
 }
