@@ -29,16 +29,6 @@ func nextEvent(t *testing.T, w *Watch) ChangeEvent {
 	return ChangeEvent{}
 }
 
-// waitEvent waits for an event matching ok.
-func waitEvent(t *testing.T, w *Watch, ok func(ChangeEvent) bool) ChangeEvent {
-	t.Helper()
-	for {
-		if ev := nextEvent(t, w); ok(ev) {
-			return ev
-		}
-	}
-}
-
 func TestWatch_ReportsEachChangedFileByItsPathKindAndActor(t *testing.T) {
 	env := newTestEnv(t)
 	env.file(t, "d/old.txt", "one\n")
