@@ -1,13 +1,14 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
+	"github.com/dshmount/dshmount/policy/kv"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -94,6 +95,9 @@ func (q AuditQuery) matches(e AuditEntry) bool {
 	return true
 }
 
+// errScanDone stops a scan that has what it needs.
+var errScanDone = errors.New("scan done")
+
 // DefaultAuditLimit is the number of entries Audit returns without a Limit.
 const DefaultAuditLimit = 100
 
@@ -163,44 +167,50 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	}
 	// Every entry up to complete was buffered before the flush below
 	// starts (seqs are assigned and buffered under the feed's lock), so
-	// Badger holds all of them after it. A newer entry may be there while
-	// an older one is still buffered (the flush takes the buffer's shards
-	// one by one): reading past complete could skip that older one for a
-	// reader paging with Since.
-	complete := s.LastSeq()
+	// the engine holds all of them after it. A newer entry may be there
+	// while an older one is still buffered (a flush takes the buffer's
+	// shards one by one): reading past complete could skip that older one
+	// for a reader paging with Since. (A shared engine also holds other
+	// daemons' entries, whose seqs this store does not order: no cap.)
+	complete := ^uint64(0)
+	if !s.db.Shared() {
+		complete = s.LastSeq()
+	}
 	if err := s.flush(); err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
 	var out []AuditEntry
 	prefix := []byte(prefixAudit)
 	forward := q.Since > 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: !forward, PrefetchValues: true, PrefetchSize: 32})
-		defer it.Close()
-		start := append(append([]byte{}, prefix...), 0xff)
-		if forward {
-			if q.Since == ^uint64(0) {
-				return nil
-			}
-			start = auditKey(q.Since + 1)
+	r := kv.Range{Prefix: prefix, Reverse: !forward}
+	if forward {
+		if q.Since == ^uint64(0) {
+			return nil, nil
 		}
-		for it.Seek(start); it.ValidForPrefix(prefix) && len(out) < q.Limit; it.Next() {
-			if seq := auditSeqOf(it.Item().Key()); seq > complete {
-				if forward {
-					break
-				}
-				continue
+		r.Start = auditKey(q.Since + 1)
+	}
+	err := s.db.Scan(context.Background(), r, func(p kv.Pair) error {
+		if auditSeqOf(p.Key) > complete {
+			if forward {
+				return errScanDone
 			}
-			var e AuditEntry
-			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &e) }); err != nil {
-				return fmt.Errorf("decode audit entry %x: %w", it.Item().Key(), err)
-			}
-			if q.matches(e) {
-				out = append(out, e)
-			}
+			return nil
+		}
+		var e AuditEntry
+		if err := json.Unmarshal(p.Value, &e); err != nil {
+			return fmt.Errorf("decode audit entry %x: %w", p.Key, err)
+		}
+		if q.matches(e) {
+			out = append(out, e)
+		}
+		if len(out) >= q.Limit {
+			return errScanDone
 		}
 		return nil
 	})
+	if errors.Is(err, errScanDone) {
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}

@@ -1,11 +1,12 @@
 package policy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/dshmount/dshmount/policy/kv"
 )
 
 // BindingRecord is a persisted process binding: which processes act for
@@ -45,10 +46,11 @@ func (s *Store) PutBinding(rec BindingRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode binding of session %s: %w", rec.Session, err)
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(bindingKey(rec), val) }); err != nil {
+	ctx := context.Background()
+	if err := s.db.Write(ctx, []kv.Op{kv.Put(bindingKey(rec), val)}); err != nil {
 		return fmt.Errorf("store binding of session %s: %w", rec.Session, err)
 	}
-	if err := s.db.Sync(); err != nil {
+	if err := s.db.Sync(ctx); err != nil {
 		return fmt.Errorf("sync binding of session %s: %w", rec.Session, err)
 	}
 	return nil
@@ -59,7 +61,7 @@ func (s *Store) DeleteBinding(rec BindingRecord) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(bindingKey(rec)) }); err != nil {
+	if err := s.db.Write(context.Background(), []kv.Op{kv.Delete(bindingKey(rec))}); err != nil {
 		return fmt.Errorf("delete binding of session %s: %w", rec.Session, err)
 	}
 	return nil
@@ -72,16 +74,12 @@ func (s *Store) Bindings() ([]BindingRecord, error) {
 	}
 	var out []BindingRecord
 	prefix := []byte(prefixBinding)
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			var rec BindingRecord
-			if err := it.Item().Value(func(b []byte) error { return json.Unmarshal(b, &rec) }); err != nil {
-				return fmt.Errorf("decode binding %q: %w", it.Item().Key(), err)
-			}
-			out = append(out, rec)
+	err := s.db.Scan(context.Background(), kv.Range{Prefix: prefix}, func(p kv.Pair) error {
+		var rec BindingRecord
+		if err := json.Unmarshal(p.Value, &rec); err != nil {
+			return fmt.Errorf("decode binding %q: %w", p.Key, err)
 		}
+		out = append(out, rec)
 		return nil
 	})
 	if err != nil {

@@ -1,13 +1,13 @@
 package policy
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
 
-	"github.com/dgraph-io/badger/v4"
-
+	"github.com/dshmount/dshmount/policy/kv"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -225,25 +225,26 @@ func (s *Store) cachedDigest(id provider.FileID) (provider.CachedDigest, bool) {
 	return provider.CachedDigest{}, false
 }
 
-// loadDigest reads the persisted entry of id from Badger (the zero entry
-// when none, or when it cannot be read or decoded: the caller then hashes).
+// loadDigest reads the persisted entry of id from the engine (the zero
+// entry when none, or when it cannot be read or decoded: the caller then
+// hashes). A shared engine keeps no digests: a device and inode number mean
+// something only on the host that took them, and two hosts see one shared
+// file under different ones, so each daemon keeps its digests in memory
+// and hashes a file once per run.
 func (s *Store) loadDigest(id provider.FileID) provider.CachedDigest {
+	if s.db.Shared() {
+		return provider.CachedDigest{}
+	}
+	b, err := s.db.Get(context.Background(), digestKey(id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return provider.CachedDigest{}
+	}
 	var d provider.CachedDigest
-	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(digestKey(id))
-		if err != nil {
-			return err
-		}
-		return item.Value(func(b []byte) error {
-			var derr error
-			d, derr = decodeDigest(b)
-			return derr
-		})
-	})
-	if err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
-		s.log.Warn("read cached digest; the file will be hashed", "dev", id.Dev, "ino", id.Ino, "err", err)
+	if err == nil {
+		d, err = decodeDigest(b)
 	}
 	if err != nil {
+		s.log.Warn("read cached digest; the file will be hashed", "dev", id.Dev, "ino", id.Ino, "err", err)
 		return provider.CachedDigest{}
 	}
 	return d

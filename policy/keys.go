@@ -7,12 +7,13 @@ import (
 	"github.com/dshmount/dshmount/provider"
 )
 
-// Key layout in Badger. Every record kind has its own one-letter prefix:
+// Key layout in the engine (kv.Engine). Every record kind has its own
+// one-letter prefix:
 //
 //	m/<name>                     meta: clean-shutdown marker, leases
 //	s/<session>                  session record (JSON)
 //	o/<session>\x00<target key>  observation (kind byte + version)
-//	d/<dev:8><ino:8>             cached content digest (encodeDigest)
+//	d/<dev:8><ino:8>             cached content digest (encodeDigest; not on a shared engine)
 //	w/<target key>               last writer (JSON)
 //	a/<seq:8>                    audit entry (JSON), big-endian sequence
 //	b/c<cgroup> | b/p<pid>:<start> process binding (JSON)

@@ -1,10 +1,10 @@
 package policy
 
 import (
+	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
-
+	"github.com/dshmount/dshmount/policy/kv"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -95,21 +95,9 @@ func (s *Store) CarryObservations(id SessionID, from, to provider.Key) error {
 		obs Observation
 	}
 	var moved []carried
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			rel := string(it.Item().Key()[len(prefix):])
-			err := it.Item().Value(func(v []byte) error {
-				obs, derr := decodeObservation(v)
-				if derr == nil {
-					moved = append(moved, carried{rel: rel, obs: obs})
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
+	err := s.db.Scan(context.Background(), kv.Range{Prefix: prefix}, func(p kv.Pair) error {
+		if obs, derr := decodeObservation(p.Value); derr == nil {
+			moved = append(moved, carried{rel: string(p.Key[len(prefix):]), obs: obs})
 		}
 		return nil
 	})

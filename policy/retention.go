@@ -1,12 +1,14 @@
 package policy
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/dshmount/dshmount/policy/kv"
 )
 
 // Retention bounds the audit log, and with it the change feed's history:
@@ -103,14 +105,11 @@ func (s *Store) PruneAudit(r Retention, now time.Time) (int, error) {
 			return total, err
 		}
 		s.raiseBase(upto)
-		wb := s.db.NewWriteBatch()
+		ops := make([]kv.Op, 0, len(keys))
 		for _, k := range keys {
-			if err := wb.Delete(k); err != nil {
-				wb.Cancel()
-				return total, fmt.Errorf("prune the audit log: %w", err)
-			}
+			ops = append(ops, kv.Delete(k))
 		}
-		if err := wb.Flush(); err != nil {
+		if err := s.db.Write(context.Background(), ops); err != nil {
 			return total, fmt.Errorf("prune the audit log: %w", err)
 		}
 		total += len(keys)
@@ -124,30 +123,28 @@ func (s *Store) PruneAudit(r Retention, now time.Time) (int, error) {
 // at most keepAfter, or time before cutoff; the age scan stops at the
 // first younger entry) and the highest seq among them.
 func (s *Store) prunable(keepAfter uint64, cutoff time.Time) (keys [][]byte, upto uint64, err error) {
-	prefix := []byte(prefixAudit)
-	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix) && len(keys) < pruneBatch; it.Next() {
-			item := it.Item()
-			seq := auditSeqOf(item.Key())
-			if seq > keepAfter {
-				if cutoff.IsZero() {
-					break
-				}
-				var e struct{ Time time.Time }
-				if err := item.Value(func(b []byte) error { return json.Unmarshal(b, &e) }); err != nil {
-					return fmt.Errorf("decode audit entry %d: %w", seq, err)
-				}
-				if !e.Time.Before(cutoff) {
-					break
-				}
+	r := kv.Range{Prefix: []byte(prefixAudit), Limit: pruneBatch}
+	err = s.db.Scan(context.Background(), r, func(p kv.Pair) error {
+		seq := auditSeqOf(p.Key)
+		if seq > keepAfter {
+			if cutoff.IsZero() {
+				return errScanDone
 			}
-			keys = append(keys, item.KeyCopy(nil))
-			upto = seq
+			var e struct{ Time time.Time }
+			if err := json.Unmarshal(p.Value, &e); err != nil {
+				return fmt.Errorf("decode audit entry %d: %w", seq, err)
+			}
+			if !e.Time.Before(cutoff) {
+				return errScanDone
+			}
 		}
+		keys = append(keys, p.Key)
+		upto = seq
 		return nil
 	})
+	if errors.Is(err, errScanDone) {
+		err = nil
+	}
 	return keys, upto, err
 }
 

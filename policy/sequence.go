@@ -1,22 +1,23 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/dshmount/dshmount/policy/kv"
 )
 
 // sequence hands out increasing uint64 values that never repeat, even across
-// crashes: a high-water mark ("lease") is written and synced to Badger before
+// crashes: a high-water mark ("lease") is written and synced to the engine before
 // any value under it is handed out, so a restart continues above every value
 // ever issued. The fast path is one atomic add; once half a lease is used,
 // the next one is reserved in the background, so callers rarely wait for a
 // sync.
 type sequence struct {
-	db        *badger.DB
+	db        kv.Engine
 	key       []byte
 	bandwidth uint64
 
@@ -31,7 +32,7 @@ type sequence struct {
 }
 
 // openSequence reads the persisted lease; values continue above it.
-func openSequence(db *badger.DB, key string, bandwidth uint64) (*sequence, error) {
+func openSequence(db kv.Engine, key string, bandwidth uint64) (*sequence, error) {
 	s := &sequence{db: db, key: []byte(key), bandwidth: bandwidth}
 	stored, err := readUint64(db, s.key)
 	if err != nil {
@@ -80,11 +81,10 @@ func (s *sequence) extend(n uint64) {
 		return
 	}
 	limit := max(n, s.last.Load(), s.limit.Load()) + s.bandwidth
-	err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(s.key, encodeUint64(limit))
-	})
+	ctx := context.Background()
+	err := s.db.Write(ctx, []kv.Op{kv.Put(s.key, encodeUint64(limit))})
 	if err == nil {
-		err = s.db.Sync()
+		err = s.db.Sync(ctx)
 	}
 	if err != nil {
 		err = fmt.Errorf("persist sequence lease %s: %w", s.key, err)
@@ -110,20 +110,13 @@ func (s *sequence) failed() error {
 }
 
 // readUint64 reads a big-endian uint64 at key; a missing key is 0.
-func readUint64(db *badger.DB, key []byte) (uint64, error) {
-	var v uint64
-	err := db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(key)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(b []byte) error {
-			v, err = decodeUint64(b)
-			return err
-		})
-	})
-	return v, err
+func readUint64(db kv.Engine, key []byte) (uint64, error) {
+	b, err := db.Get(context.Background(), key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return decodeUint64(b)
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/dshmount/dshmount/policy/kv"
 )
 
 // touchPersistEvery bounds how often Touch rewrites a session record: the
@@ -130,26 +131,17 @@ func (s *Store) purgeSession(id SessionID) error {
 	prefix := observationPrefix(id)
 	s.buf.dropPrefix(prefix)
 	s.buf.dropPrefix(sessionKey(id))
-	var keys [][]byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
+	ctx := context.Background()
+	var ops []kv.Op
+	err := s.db.Scan(ctx, kv.Range{Prefix: prefix}, func(p kv.Pair) error {
+		ops = append(ops, kv.Delete(p.Key))
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("list observations of session %s: %w", id, err)
 	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range append(keys, sessionKey(id)) {
-		if err := wb.Delete(k); err != nil {
-			return fmt.Errorf("drop observations of session %s: %w", id, err)
-		}
-	}
-	if err := wb.Flush(); err != nil {
+	ops = append(ops, kv.Delete(sessionKey(id)))
+	if err := s.db.Write(ctx, ops); err != nil {
 		return fmt.Errorf("drop observations of session %s: %w", id, err)
 	}
 	return nil
@@ -228,21 +220,16 @@ func (s *Store) CollectIdle(now time.Time) []SessionID {
 // loadSessions reads the persisted sessions at Open.
 func (s *Store) loadSessions() error {
 	prefix := []byte(prefixSession)
-	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			item := it.Item()
-			id := SessionID(item.Key()[len(prefix):])
-			var rec sessionRecord
-			if err := item.Value(func(b []byte) error { return json.Unmarshal(b, &rec) }); err != nil {
-				return fmt.Errorf("load session %s: %w", id, err)
-			}
-			st := &sessionState{id: id, name: rec.Name, owner: rec.Owner, opened: rec.Opened}
-			st.lastUsed.Store(rec.LastUsed.UnixNano())
-			st.persisted.Store(rec.LastUsed.UnixNano())
-			s.sessions[id] = st
+	return s.db.Scan(context.Background(), kv.Range{Prefix: prefix}, func(p kv.Pair) error {
+		id := SessionID(p.Key[len(prefix):])
+		var rec sessionRecord
+		if err := json.Unmarshal(p.Value, &rec); err != nil {
+			return fmt.Errorf("load session %s: %w", id, err)
 		}
+		st := &sessionState{id: id, name: rec.Name, owner: rec.Owner, opened: rec.Opened}
+		st.lastUsed.Store(rec.LastUsed.UnixNano())
+		st.persisted.Store(rec.LastUsed.UnixNano())
+		s.sessions[id] = st
 		return nil
 	})
 }

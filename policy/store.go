@@ -1,17 +1,18 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/dshmount/dshmount/policy/kv"
+	"github.com/dshmount/dshmount/policy/kv/badgerkv"
 )
 
 // Errors of the store.
@@ -27,11 +28,12 @@ var (
 )
 
 // Store is the persistent observation store: sessions, observations,
-// cached content digests, last writers and the audit log, on Badger. Writes are
-// acknowledged from memory and reach Badger in batches; a crash may lose the
-// last batch, which only makes guards stricter (see Open).
+// cached content digests, last writers and the audit log, on a kv.Engine
+// (Badger by default). Writes are acknowledged from memory and reach the
+// engine in batches; a crash may lose the last batch, which only makes
+// guards stricter (see Open).
 type Store struct {
-	db   *badger.DB
+	db   kv.Engine
 	dir  string
 	opts Options
 	log  *slog.Logger
@@ -66,31 +68,34 @@ func Open(stateDir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w", dir, err)
 	}
-	bopts := badger.DefaultOptions(dir).
-		WithMemTableSize(opts.MemTableSize).
-		WithNumMemtables(opts.NumMemtables).
-		WithBlockCacheSize(opts.BlockCacheSize).
-		WithIndexCacheSize(opts.IndexCacheSize).
-		WithNumCompactors(opts.NumCompactors).
-		WithBaseTableSize(opts.BaseTableSize).
-		WithValueLogFileSize(opts.ValueLogFileSize).
-		WithValueThreshold(min(64<<10, opts.MemTableSize/16, opts.BaseTableSize/16)). // records are small: keep them in the LSM tree
-		WithNumLevelZeroTables(2).
-		WithNumLevelZeroTablesStall(8).
-		WithMetricsEnabled(false).
-		WithNumGoroutines(2).
-		WithLogger(badgerLogger{opts.Logger})
-	db, err := badger.Open(bopts)
+	db, err := badgerkv.Open(dir, badgerkv.Config{
+		MemTableSize:     opts.MemTableSize,
+		NumMemtables:     opts.NumMemtables,
+		BlockCacheSize:   opts.BlockCacheSize,
+		IndexCacheSize:   opts.IndexCacheSize,
+		BaseTableSize:    opts.BaseTableSize,
+		NumCompactors:    opts.NumCompactors,
+		ValueLogFileSize: opts.ValueLogFileSize,
+		Logger:           opts.Logger,
+	})
 	if err != nil {
-		if strings.Contains(err.Error(), "Another process is using this Badger database") {
+		if errors.Is(err, badgerkv.ErrLocked) {
 			return nil, fmt.Errorf("another dshmount daemon is using state directory %s; stop it or pass a different --state: %w: %w",
 				stateDir, ErrStateLocked, err)
 		}
 		return nil, fmt.Errorf("open policy store in %s: %w", dir, err)
 	}
+	return OpenEngine(db, stateDir, opts)
+}
+
+// OpenEngine opens the store on an engine it then owns (Close closes it);
+// name says where the records are, for messages. Open is OpenEngine on a
+// Badger engine in the state directory.
+func OpenEngine(db kv.Engine, name string, opts Options) (*Store, error) {
+	opts = opts.normalized()
 	s := &Store{
 		db:       db,
-		dir:      stateDir,
+		dir:      name,
 		opts:     opts,
 		log:      opts.Logger,
 		buf:      newWriteBuffer(opts.FlushEntries, opts.CacheEntries),
@@ -130,9 +135,10 @@ func (s *Store) start() error {
 	}
 	// Remove the marker before serving: a crash from now on must be seen
 	// as unclean.
-	err = s.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(keyClean)) })
+	ctx := context.Background()
+	err = s.db.Write(ctx, []kv.Op{kv.Delete([]byte(keyClean))})
 	if err == nil {
-		err = s.db.Sync()
+		err = s.db.Sync(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("mark policy store in use: %w", err)
@@ -156,13 +162,12 @@ func (s *Store) Close() error {
 		if err == nil {
 			err = s.failure()
 		}
+		ctx := context.Background()
 		if err == nil {
-			err = s.db.Update(func(txn *badger.Txn) error {
-				return txn.Set([]byte(keyClean), []byte{1})
-			})
+			err = s.db.Write(ctx, []kv.Op{kv.Put([]byte(keyClean), []byte{1})})
 		}
 		if err == nil {
-			err = s.db.Sync()
+			err = s.db.Sync(ctx)
 		}
 		if cerr := s.db.Close(); err == nil && cerr != nil {
 			err = cerr
@@ -182,7 +187,7 @@ func (s *Store) failure() error {
 	return s.auditSeq.failed()
 }
 
-// Flush writes every buffered change to Badger now.
+// Flush writes every buffered change to the engine now.
 func (s *Store) Flush() error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -198,27 +203,22 @@ func (s *Store) flush() error {
 	if len(items) == 0 && len(digests) == 0 {
 		return nil
 	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	err := func() error {
+	ops := make([]kv.Op, 0, len(items)+len(digests))
+	if !s.db.Shared() {
+		// Digests are keyed by device and inode, which only this host
+		// can interpret: a shared engine keeps none (see digests.go).
 		for _, d := range digests {
-			if err := wb.Set(digestKey(d.id), encodeDigest(d.d)); err != nil {
-				return err
-			}
+			ops = append(ops, kv.Put(digestKey(d.id), encodeDigest(d.d)))
 		}
-		for _, it := range items {
-			var err error
-			if it.del {
-				err = wb.Delete([]byte(it.key))
-			} else {
-				err = wb.Set([]byte(it.key), it.val)
-			}
-			if err != nil {
-				return err
-			}
+	}
+	for _, it := range items {
+		if it.del {
+			ops = append(ops, kv.Delete([]byte(it.key)))
+		} else {
+			ops = append(ops, kv.Put([]byte(it.key), it.val))
 		}
-		return wb.Flush()
-	}()
+	}
+	err := s.db.Write(context.Background(), ops)
 	if err != nil {
 		s.digests.requeue(digests)
 		s.buf.requeue(items)
@@ -266,22 +266,15 @@ func (s *Store) janitor() {
 	}
 }
 
-// lookup reads key through the write buffer, then Badger (caching the
+// lookup reads key through the write buffer, then the engine (caching the
 // answer).
 func (s *Store) lookup(key []byte) ([]byte, bool, error) {
-	val, del, found, token := s.buf.get(key)
+	cached, del, found, token := s.buf.get(key)
 	if found {
-		return val, !del, nil
+		return cached, !del, nil
 	}
-	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(key)
-		if err != nil {
-			return err
-		}
-		val, err = item.ValueCopy(nil)
-		return err
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	val, err := s.db.Get(context.Background(), key)
+	if errors.Is(err, kv.ErrNotFound) {
 		s.buf.fill(key, nil, true, token)
 		return nil, false, nil
 	}
@@ -293,27 +286,9 @@ func (s *Store) lookup(key []byte) ([]byte, bool, error) {
 }
 
 func (s *Store) exists(key []byte) (bool, error) {
-	err := s.db.View(func(txn *badger.Txn) error {
-		_, err := txn.Get(key)
-		return err
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	_, err := s.db.Get(context.Background(), key)
+	if errors.Is(err, kv.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
-
-// badgerLogger routes Badger's warnings and errors to slog and drops its
-// informational chatter.
-type badgerLogger struct{ l *slog.Logger }
-
-func (b badgerLogger) Errorf(f string, a ...any) {
-	b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
-}
-
-func (b badgerLogger) Warningf(f string, a ...any) {
-	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
-}
-
-func (badgerLogger) Infof(string, ...any)  {}
-func (badgerLogger) Debugf(string, ...any) {}

@@ -1,0 +1,321 @@
+// Package etcdkv is the shared kv.Engine: the records live in etcd under a
+// key prefix, so every daemon that names the same etcd cluster and prefix
+// sees the same sessions, observations, claims and audit log. It speaks
+// the etcd v3 client API only (go.etcd.io/etcd/client/v3) and assumes
+// nothing of the server beyond its defaults: transactions of at most
+// MaxTxnOps operations (128 unless the server was started with another
+// --max-txn-ops) and requests of at most 1.5 MiB.
+//
+// Every call is bounded by Config.OpTimeout. Any failure to reach the
+// cluster (stopped, partitioned, slow, refused credentials) is an error
+// wrapping kv.ErrUnavailable; the client reconnects by itself, so the next
+// call after etcd is back succeeds.
+package etcdkv
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/namespace"
+	"go.uber.org/zap"
+
+	"github.com/dshmount/dshmount/policy/kv"
+)
+
+// Defaults of Config.
+const (
+	DefaultDialTimeout = 5 * time.Second
+	DefaultOpTimeout   = 3 * time.Second
+	// DefaultMaxTxnOps is etcd's default --max-txn-ops.
+	DefaultMaxTxnOps = 128
+	// DefaultMaxTxnBytes keeps one request well under etcd's default
+	// --max-request-bytes (1.5 MiB).
+	DefaultMaxTxnBytes = 1 << 20
+	// scanPage is how many keys one range request of a Scan reads.
+	scanPage = 512
+)
+
+// Config names the cluster and how to reach it.
+type Config struct {
+	// Endpoints are the client URLs or host:port pairs of the cluster.
+	Endpoints []string
+	// Prefix is prepended to every key ("/dshmount/team-a/"): one etcd
+	// can hold several workspaces.
+	Prefix string
+	// TLS, when set, is used for every connection.
+	TLS *tls.Config
+	// Username and Password authenticate when Username is set.
+	Username, Password string
+	// DialTimeout bounds Open's first contact (default 5 s).
+	DialTimeout time.Duration
+	// OpTimeout bounds every call (default 3 s).
+	OpTimeout time.Duration
+	// MaxTxnOps is the server's --max-txn-ops (default 128).
+	MaxTxnOps int
+	// MaxTxnBytes bounds the bytes of one chunk of Write (default 1 MiB).
+	MaxTxnBytes int
+}
+
+// Engine is a kv.Engine on etcd.
+type Engine struct {
+	cli    *clientv3.Client
+	kv     clientv3.KV
+	cfg    Config
+	closed atomic.Bool
+}
+
+var _ kv.Engine = (*Engine)(nil)
+
+// Open connects to the cluster and checks that it answers (a failure wraps
+// kv.ErrUnavailable).
+func Open(ctx context.Context, c Config) (*Engine, error) {
+	if len(c.Endpoints) == 0 {
+		return nil, errors.New("etcd store: no endpoints")
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = DefaultOpTimeout
+	}
+	if c.MaxTxnOps <= 0 {
+		c.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if c.MaxTxnBytes <= 0 {
+		c.MaxTxnBytes = DefaultMaxTxnBytes
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   c.Endpoints,
+		DialTimeout: c.DialTimeout,
+		TLS:         c.TLS,
+		Username:    c.Username,
+		Password:    c.Password,
+		Logger:      zap.NewNop(),
+		Context:     context.WithoutCancel(ctx),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %s: %w: %w", strings.Join(c.Endpoints, ","), kv.ErrUnavailable, err)
+	}
+	e := &Engine{cli: cli, kv: namespace.NewKV(cli.KV, c.Prefix), cfg: c}
+	cctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	if _, err := e.kv.Get(cctx, "m/", clientv3.WithCountOnly()); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("reach etcd %s: %w: %w", strings.Join(c.Endpoints, ","), kv.ErrUnavailable, err)
+	}
+	return e, nil
+}
+
+// Client returns the etcd client (for watches and leases of a caller that
+// needs more than kv.Engine).
+func (e *Engine) Client() *clientv3.Client { return e.cli }
+
+func (e *Engine) op(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if e.closed.Load() {
+		return nil, nil, kv.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
+	return ctx, cancel, nil
+}
+
+// wrap classifies an etcd client error: too many operations is
+// kv.ErrTooBig, a closed client kv.ErrClosed, everything else (no leader,
+// deadline, connection refused, auth) kv.ErrUnavailable.
+func (e *Engine) wrap(op string, err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrGRPCTooManyOps),
+		errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+		return fmt.Errorf("etcd %s: %w: %w", op, kv.ErrTooBig, err)
+	case e.closed.Load():
+		return fmt.Errorf("etcd %s: %w: %w", op, kv.ErrClosed, err)
+	}
+	return fmt.Errorf("etcd %s at %s: %w: %w", op, strings.Join(e.cfg.Endpoints, ","), kv.ErrUnavailable, err)
+}
+
+// Get implements kv.Engine.
+func (e *Engine) Get(ctx context.Context, key []byte) ([]byte, error) {
+	ctx, cancel, err := e.op(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	resp, err := e.kv.Get(ctx, string(key))
+	if err != nil {
+		return nil, e.wrap("get", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("get %q: %w", key, kv.ErrNotFound)
+	}
+	return resp.Kvs[0].Value, nil
+}
+
+// Scan implements kv.Engine: pages of range requests, all at the revision
+// of the first page.
+func (e *Engine) Scan(ctx context.Context, r kv.Range, fn func(kv.Pair) error) error {
+	end := kv.PrefixEnd(r.Prefix)
+	from, upto := r.Prefix, end // [from, upto); upto nil: to the end
+	if !r.Reverse && bytes.Compare(r.Start, from) > 0 {
+		from = r.Start
+	}
+	if r.Reverse && r.Start != nil && (end == nil || bytes.Compare(r.Start, end) < 0) {
+		upto = append(bytes.Clone(r.Start), 0)
+	}
+	var rev int64
+	n := 0
+	for {
+		page := scanPage
+		if r.Limit > 0 {
+			page = min(page, r.Limit-n)
+			if page <= 0 {
+				return nil
+			}
+		}
+		opts := []clientv3.OpOption{clientv3.WithLimit(int64(page))}
+		if upto == nil {
+			opts = append(opts, clientv3.WithFromKey())
+		} else {
+			opts = append(opts, clientv3.WithRange(string(upto)))
+		}
+		if r.Reverse {
+			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+		}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		key := string(from)
+		if key == "" {
+			key = "\x00" // the whole namespace: from its first key
+		}
+		cctx, cancel, err := e.op(ctx)
+		if err != nil {
+			return err
+		}
+		resp, err := e.kv.Get(cctx, key, opts...)
+		cancel()
+		if err != nil {
+			return e.wrap("scan", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, p := range resp.Kvs {
+			n++
+			if err := fn(kv.Pair{Key: p.Key, Value: p.Value}); err != nil {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		last := resp.Kvs[len(resp.Kvs)-1].Key
+		if r.Reverse {
+			upto = last
+		} else {
+			from = append(bytes.Clone(last), 0)
+		}
+	}
+}
+
+func toOp(op kv.Op) clientv3.Op {
+	if op.Delete {
+		return clientv3.OpDelete(string(op.Key))
+	}
+	return clientv3.OpPut(string(op.Key), string(op.Value))
+}
+
+// Write implements kv.Engine: one etcd transaction per chunk of at most
+// MaxTxnOps writes and MaxTxnBytes bytes.
+func (e *Engine) Write(ctx context.Context, ops []kv.Op) error {
+	ops = kv.Dedupe(ops)
+	for len(ops) > 0 {
+		n, size := 0, 0
+		for n < len(ops) && n < e.cfg.MaxTxnOps {
+			sz := len(ops[n].Key) + len(ops[n].Value) + 16
+			if n > 0 && size+sz > e.cfg.MaxTxnBytes {
+				break
+			}
+			size += sz
+			n++
+		}
+		then := make([]clientv3.Op, n)
+		for i := range n {
+			then[i] = toOp(ops[i])
+		}
+		cctx, cancel, err := e.op(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = e.kv.Txn(cctx).Then(then...).Commit()
+		cancel()
+		if err != nil {
+			return e.wrap(fmt.Sprintf("write %d records", n), err)
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// Txn implements kv.Engine with one etcd transaction: If(conds).Then(ops).
+func (e *Engine) Txn(ctx context.Context, conds []kv.Cond, ops []kv.Op) (bool, error) {
+	if len(conds) > e.cfg.MaxTxnOps || len(ops) > e.cfg.MaxTxnOps {
+		return false, fmt.Errorf("txn of %d conditions and %d writes (at most %d each): %w", len(conds), len(ops), e.cfg.MaxTxnOps, kv.ErrTooBig)
+	}
+	ctx, cancel, err := e.op(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	cmps := make([]clientv3.Cmp, len(conds))
+	for i, c := range conds {
+		if c.Absent {
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision(string(c.Key)), "=", 0)
+		} else {
+			cmps[i] = clientv3.Compare(clientv3.Value(string(c.Key)), "=", string(c.Value))
+		}
+	}
+	ops = kv.Dedupe(ops)
+	then := make([]clientv3.Op, len(ops))
+	for i, op := range ops {
+		then[i] = toOp(op)
+	}
+	resp, err := e.kv.Txn(ctx).If(cmps...).Then(then...).Commit()
+	if err != nil {
+		return false, e.wrap("txn", err)
+	}
+	return resp.Succeeded, nil
+}
+
+// MaxTxnOps implements kv.Engine.
+func (e *Engine) MaxTxnOps() int { return e.cfg.MaxTxnOps }
+
+// Sync implements kv.Engine: etcd acknowledges a write once a quorum has it
+// on disk, so there is nothing left to do.
+func (e *Engine) Sync(context.Context) error {
+	if e.closed.Load() {
+		return kv.ErrClosed
+	}
+	return nil
+}
+
+// Shared implements kv.Engine: every daemon with the same cluster and
+// prefix sees these records.
+func (e *Engine) Shared() bool { return true }
+
+// Close implements kv.Engine.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	if err := e.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("close etcd client: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package etcdkv_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/policy/kv"
+	"github.com/dshmount/dshmount/policy/kv/etcdkv"
+	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
+	"github.com/dshmount/dshmount/policy/kv/kvtest"
+)
+
+// One embedded etcd (default limits: 128 operations a transaction) serves
+// every subtest; each gets its own key prefix.
+func TestConformance(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{})
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	kvtest.Run(t, func(t *testing.T) kvtest.Harness {
+		cfg := etcdkv.Config{Endpoints: []string{srv.Endpoint()}, Prefix: "/dsh/" + t.Name() + "/", OpTimeout: time.Second}
+		return kvtest.Harness{
+			Open: func(t *testing.T) kv.Engine {
+				e, err := etcdkv.Open(context.Background(), cfg)
+				require.NoError(t, err)
+				return e
+			},
+			Outage: func(t *testing.T) func() {
+				srv.Stop()
+				return func() { require.NoError(t, srv.Restart()) }
+			},
+		}
+	})
+}
+
+func TestOpen_UnreachableIsUnavailable(t *testing.T) {
+	_, err := etcdkv.Open(context.Background(), etcdkv.Config{Endpoints: []string{"127.0.0.1:1"}, DialTimeout: 300 * time.Millisecond})
+	require.ErrorIs(t, err, kv.ErrUnavailable)
+}
+
+func TestPrefix_SeparatesWorkspaces(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{})
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	ctx := context.Background()
+	open := func(prefix string) kv.Engine {
+		e, err := etcdkv.Open(ctx, etcdkv.Config{Endpoints: []string{srv.Endpoint()}, Prefix: prefix})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	a, b := open("/ws/a/"), open("/ws/b/")
+	require.NoError(t, a.Write(ctx, []kv.Op{kv.Put([]byte("k"), []byte("a"))}))
+	_, err = b.Get(ctx, []byte("k"))
+	require.ErrorIs(t, err, kv.ErrNotFound)
+	n := 0
+	require.NoError(t, b.Scan(ctx, kv.Range{}, func(kv.Pair) error { n++; return nil }))
+	require.Zero(t, n, "a scan of everything stays inside the prefix")
+}
+
+// The server's limit is real and invisible to the client: an engine told a
+// larger limit than the server's gets the server's refusal as ErrTooBig, and
+// writes nothing.
+func TestTxn_ServerLimitIsErrTooBig(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{})
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	ctx := context.Background()
+	e, err := etcdkv.Open(ctx, etcdkv.Config{Endpoints: []string{srv.Endpoint()}, MaxTxnOps: 1000})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	ops := make([]kv.Op, 129)
+	for i := range ops {
+		ops[i] = kv.Put(fmt.Appendf(nil, "k/%03d", i), []byte("v"))
+	}
+	_, err = e.Txn(ctx, nil, ops)
+	require.ErrorIs(t, err, kv.ErrTooBig)
+	_, err = e.Get(ctx, []byte("k/000"))
+	require.ErrorIs(t, err, kv.ErrNotFound)
+	_, err = e.Txn(ctx, nil, ops[:128])
+	require.NoError(t, err, "128 operations: the server's default limit")
+}
