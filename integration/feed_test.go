@@ -134,6 +134,9 @@ func TestFeed_EveryKindFromTheMountTheSocketAndOutside(t *testing.T) {
 	_, err = d.Client.Edit(ctx, control.EditParams{Path: "s.txt", OldString: "a", NewString: "b", Session: sess})
 	require.NoError(t, err)
 	l.expect(control.ChangeModified, "s.txt", policy.ChannelSocket)
+	_, err = d.Client.Write(ctx, control.WriteParams{Path: "s.txt", Content: "b\n", Session: sess})
+	require.NoError(t, err)
+	l.expect(control.ChangeAttrib, "s.txt", policy.ChannelSocket) // the same bytes again: times only
 	_, err = d.Client.Move(ctx, control.MoveParams{From: "s.txt", To: "s2.txt", Session: sess})
 	require.NoError(t, err)
 	ev = l.expect(control.ChangeRenamed, "s.txt", policy.ChannelSocket)
