@@ -18,6 +18,8 @@ type RPCError struct {
 	Path    string        // display path the error concerns, when known
 	Message string        // what happened and what to do next
 	Resume  uint64        // FS_CHANGES_LOST: the since to watch again with, after a rescan
+	// Conflicts are the paths a branch commit or atomic patch conflicts on.
+	Conflicts []string
 }
 
 // Error renders "FS_CODE: message" or "rpc error N: message".
@@ -42,6 +44,7 @@ func rpcErrorFromObject(o *ErrorObject) *RPCError {
 	if o.Data != nil {
 		e.Code = o.Data.Code
 		e.Path = o.Data.Path
+		e.Conflicts = o.Data.Conflicts
 		if o.Data.Message != "" {
 			e.Message = o.Data.Message
 		}

@@ -96,6 +96,9 @@ type ErrorData struct {
 	// Resume is set with FS_CHANGES_LOST: watch again with this since
 	// after a rescan.
 	Resume *uint64 `json:"resume,omitempty"`
+	// Conflicts names the paths of a refused branch commit or atomic
+	// patch (FS_STALE_VERSION).
+	Conflicts []string `json:"conflicts,omitempty"`
 }
 
 // WriteExpected is the explicit guard of a write or of a move destination:
@@ -120,6 +123,7 @@ type Empty struct{}
 type SessionOpenParams struct {
 	Name    string         `json:"name,omitempty"`
 	Channel policy.Channel `json:"channel,omitempty"`
+	Branch  string         `json:"branch,omitempty"` // the session acts in this branch by default
 }
 
 // SessionOpenResult is the result of session.open.
@@ -143,6 +147,7 @@ type StatParams struct {
 	Path    string           `json:"path"`
 	Cwd     string           `json:"cwd,omitempty"`
 	Session policy.SessionID `json:"session,omitempty"`
+	Branch  string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 }
 
 // StatResult is the result of fs.stat.
@@ -156,8 +161,9 @@ type StatResult struct {
 
 // ListParams are the params of fs.list.
 type ListParams struct {
-	Path string `json:"path"`
-	Cwd  string `json:"cwd,omitempty"`
+	Path   string `json:"path"`
+	Cwd    string `json:"cwd,omitempty"`
+	Branch string `json:"branch,omitempty"` // act in this branch instead of the workspace
 }
 
 // ListEntry is one child in a ListResult.
@@ -183,6 +189,7 @@ type ReadParams struct {
 	Offset   *int             `json:"offset,omitempty"`
 	Limit    *int             `json:"limit,omitempty"`
 	MaxBytes *int64           `json:"maxBytes,omitempty"`
+	Branch   string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 }
 
 // Line is one numbered line of a read.
@@ -209,6 +216,7 @@ type WriteParams struct {
 	Session       policy.SessionID `json:"session,omitempty"`
 	Expected      *WriteExpected   `json:"expected,omitempty"`
 	Unconditional bool             `json:"unconditional,omitempty"`
+	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 }
 
 // WriteResult is the result of fs.write (and a move's destination).
@@ -229,6 +237,7 @@ type EditParams struct {
 	Session       policy.SessionID `json:"session,omitempty"`
 	Expected      *VersionExpected `json:"expected,omitempty"`
 	Unconditional bool             `json:"unconditional,omitempty"`
+	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 }
 
 // EditResult is the result of fs.edit.
@@ -244,6 +253,8 @@ type PatchParams struct {
 	Cwd           string           `json:"cwd,omitempty"`
 	Session       policy.SessionID `json:"session,omitempty"`
 	Unconditional bool             `json:"unconditional,omitempty"`
+	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
+	Atomic        bool             `json:"atomic,omitempty"` // all operations through one journaled commit, or none
 }
 
 // PatchStatus is the state of one patch operation after a commit.
@@ -280,6 +291,7 @@ type DeleteParams struct {
 	Session       policy.SessionID `json:"session,omitempty"`
 	Expected      *VersionExpected `json:"expected,omitempty"`
 	Unconditional bool             `json:"unconditional,omitempty"`
+	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 }
 
 // DeleteResult is the result of fs.delete.
@@ -296,6 +308,7 @@ type MoveParams struct {
 	ExpectedSource      *VersionExpected `json:"expectedSource,omitempty"`
 	ExpectedDestination *WriteExpected   `json:"expectedDestination,omitempty"`
 	Unconditional       bool             `json:"unconditional,omitempty"`
+	Branch              string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 }
 
 // SourceFailure tells why a moved file's source could not be removed.
@@ -425,6 +438,7 @@ type LogEntry struct {
 	Refused       provider.Code     `json:"refused,omitempty"`
 	Reason        string            `json:"reason,omitempty"`
 	Suppressed    uint64            `json:"suppressed,omitempty"`
+	Branch        string            `json:"branch,omitempty"` // the change was made in this branch, not the workspace
 }
 
 // LogResult is the result of fs.log, newest first.

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -66,6 +67,10 @@ type Config struct {
 	IdleTimeout   time.Duration
 	Source, Mount string       // reported by daemon.status
 	Logger        *slog.Logger // nil: slog.Default()
+
+	// Branches keeps the branches of branch.* and of the fs.* methods'
+	// branch parameter; nil: they answer an error.
+	Branches *branch.Manager
 
 	hooks testHooks // in-package tests only
 }
@@ -137,6 +142,7 @@ type Server struct {
 	store   *policy.Store
 	names   *sessionNames // names of the sessions opened here, closed ones included
 	fs      provider.FileSystem
+	br      *branchScopes
 	uid     uint32
 	self    *creds // the daemon's filesystem credentials, restored after a peer's request
 	started time.Time
@@ -221,6 +227,7 @@ func NewServer(cfg Config) (*Server, error) {
 		pending:  &byteBudget{max: cfg.MaxPendingBytes},
 		requests: make(chan struct{}, cfg.MaxRequests),
 	}
+	s.br = newBranchScopes(cfg.Branches, s.fs)
 	s.table = s.handlers()
 	for name := range s.table {
 		s.counters[name] = &methodCounter{}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -32,7 +33,8 @@ import (
 // directory for the watch's life): a rename out of a directory it may not
 // list is a creation at the destination, one into such a directory a
 // deletion of the source.
-// Paths the view hides are never audited, so never reported. A peer of
+// Paths the view hides are never audited, so never reported. A watch
+// follows the workspace: changes made inside a branch are not reported. A peer of
 // another uid than root and the daemon's sees every change in its scope
 // (as inotify would show it) but only the channel of other uids' changes:
 // their session, session name, pid and uid are left out (fs.log shows
@@ -227,6 +229,9 @@ func (s *Server) deliver(c *conn, w *watchState) {
 
 // eventFor maps an entry to w's event, or false when it is out of scope.
 func (s *Server) eventFor(w *watchState, e policy.AuditEntry) (ChangeEvent, bool) {
+	if branch.IsKey(e.Key) {
+		return ChangeEvent{}, false // made in a branch, not in the workspace a watch follows
+	}
 	ev := changeOf(e)
 	if !w.scope.covers(ev.Path) && !w.scope.covers(ev.To) {
 		return ChangeEvent{}, false

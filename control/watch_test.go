@@ -409,3 +409,39 @@ func TestWatch_AnotherUIDIsToldOnlyOfDirectoriesItMayList(t *testing.T) {
 	assert.Equal(t, "open/a.txt", ev.Path)
 	assert.Empty(t, ev.To)
 }
+
+func TestWatch_FollowsTheWorkspaceNotABranchUntilItsCommit(t *testing.T) {
+	env := newBranchEnv(t)
+	env.file(t, "a.txt", "a0\n")
+	ctx := context.Background()
+	c := env.client(t)
+	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "s"})
+	require.NoError(t, err)
+	w, err := c.Watch(ctx, WatchParams{Path: ".", Recursive: true})
+	require.NoError(t, err)
+	sess, err := c.OpenSessionWith(ctx, SessionOpenParams{Name: "agent", Branch: "s"})
+	require.NoError(t, err)
+	_, err = c.Read(ctx, ReadParams{Path: "a.txt", Session: sess})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "a.txt", Content: "a1\n", Session: sess})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "b.txt", Content: "b\n", Session: sess})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "z.txt", Content: "in the workspace\n"})
+	require.NoError(t, err)
+	assert.Equal(t, "z.txt", nextEvent(t, w).Path, "nothing of the branch's writes")
+	_, err = c.BranchCommit(ctx, BranchCommitParams{Name: "s", Session: string(sess)})
+	require.NoError(t, err)
+	got := map[string]ChangeEvent{}
+	for len(got) < 2 {
+		ev := nextEvent(t, w)
+		got[ev.Path] = ev
+	}
+	assert.Equal(t, ChangeModified, got["a.txt"].Kind)
+	assert.Contains(t, []ChangeKind{ChangeCreated, ChangeModified}, got["b.txt"].Kind)
+	lg, err := c.Log(ctx, LogParams{Path: "a.txt", Limit: 5})
+	require.NoError(t, err)
+	require.NotEmpty(t, lg.Entries)
+	assert.Equal(t, "branch s commit", lg.Entries[0].Detail)
+	assert.Equal(t, lg.Entries[0].Seq, got["a.txt"].Seq, "the commit's entry, not the branch write's")
+}

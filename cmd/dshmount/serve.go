@@ -18,6 +18,7 @@ import (
 	runregistry "github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
 	"github.com/dshmount/dshmount/provider/local"
@@ -119,10 +120,15 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return fmt.Errorf("workspace: %w", err)
 	}
 	defer lfs.Close()
-	view, err := overlay.New(lfs, overlay.Rules{Hide: cfg.Hide, ReadOnly: cfg.ReadOnly})
+	view, err := overlay.New(lfs, overlay.Rules{Hide: append(append([]string(nil), cfg.Hide...), "/"+branch.StagingDir), ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return err
 	}
+	branches, err := openBranches(cfg.StateDir, lfs, log)
+	if err != nil {
+		return err
+	}
+	defer branches.Close()
 	engine := policy.NewEngine(store, view)
 	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
 	if err != nil {
@@ -154,7 +160,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		defer watcher.Close()
 	}
 
-	ctlCfg.Engine, ctlCfg.Binder = engine, bindNotifier{registry, mnt}
+	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt}, branches
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
 		unmount()
