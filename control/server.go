@@ -42,8 +42,8 @@ type Config struct {
 	// answered with a CodeUnavailable error line and closed. Default
 	// DefaultMaxConnections.
 	MaxConnections int
-	// MaxWatches bounds fs.watch watches across connections (each holds a
-	// descriptor). Default DefaultMaxWatches.
+	// MaxWatches bounds fs.watch watches across connections (each is a
+	// feed subscription with its buffer). Default DefaultMaxWatches.
 	MaxWatches int
 	// WatchBuffer bounds how many changes a watch may fall behind by before
 	// it gets a lost event and ends. Default policy.DefaultFeedBuffer.
@@ -125,12 +125,13 @@ func (c Config) withDefaults() Config {
 }
 
 // Descriptors returns the most file descriptors the server holds at once
-// with this configuration (defaults applied): one per connection, two per
-// watch, fdsPerRequest per request served, and the listener. The daemon
+// with this configuration (defaults applied): one per connection,
+// fdsPerRequest per request served, and the listener (a watch is a feed
+// subscription and holds none). The daemon
 // keeps its descriptor limit above this plus what the mount needs.
 func (c Config) Descriptors() int {
 	c = c.withDefaults()
-	return c.MaxConnections + 2*c.MaxWatches + fdsPerRequest*c.MaxRequests + 2
+	return c.MaxConnections + fdsPerRequest*c.MaxRequests + 2
 }
 
 // Server serves the control socket. Create it with NewServer, run Serve, stop
