@@ -114,6 +114,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			err = fmt.Errorf("close state: %w", cerr)
 		}
 	}()
+	defer store.StartRetention(policy.Retention{MaxAge: cfg.FeedRetention, MaxEntries: cfg.FeedMaxEntries, Interval: cfg.FeedPruneInterval})()
 
 	lfs, err := local.New(cfg.Source, local.Options{Digests: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
 	if err != nil {
