@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,4 +108,22 @@ func TestChangesInProgress_ListsHeldAndAnnouncedPaths(t *testing.T) {
 	release()
 	require.NoError(t, e.RecordMount(context.Background(), Actor{Channel: ChannelMount}, OpWrite, announced, "", "v", nil))
 	assert.Empty(t, e.ChangesInProgress(), "released and committed: the audit log has them now")
+}
+
+func TestChangesSince_DoesNotVouchForPrunedHistory(t *testing.T) {
+	s := openStore(t, t.TempDir(), quietOptions())
+	base := s.LastSeq()
+	for _, p := range []string{"a", "b", "c"} {
+		appendChange(t, s, p)
+	}
+	n, err := s.PruneAudit(Retention{MaxEntries: 1}, time.Now())
+	require.NoError(t, err)
+	require.Positive(t, n)
+	old, err := s.ChangesSince(base, 0)
+	require.NoError(t, err)
+	assert.False(t, old.Vouched, "entries after since were pruned")
+	kept, err := s.ChangesSince(s.LastSeq()-1, 0)
+	require.NoError(t, err)
+	assert.True(t, kept.Vouched)
+	assert.Equal(t, []string{"c"}, changedPaths(kept))
 }
