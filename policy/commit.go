@@ -20,6 +20,7 @@ type mutation struct {
 	unconditional bool
 	detail        string
 	own           uint64 // the announcement (ownChanges.begin) this ends; 0: none
+	announced     bool   // without own: ends the oldest open announcement of the path (Announce)
 }
 
 // commit records a completed mutation: the session's observation, the last

@@ -104,6 +104,18 @@ func (e *ownEntry) pending(now time.Time) bool {
 	return false
 }
 
+// endOldest ends the oldest open announcement, for a change announced
+// without an id (Engine.Announce).
+func (e *ownEntry) endOldest() {
+	var oldest uint64
+	for id := range e.open {
+		if oldest == 0 || id < oldest {
+			oldest = id
+		}
+	}
+	delete(e.open, oldest)
+}
+
 // waitFor is the latest expiry among the announcements ids still open.
 func (e *ownEntry) waitFor(ids []uint64, now time.Time) (time.Time, bool) {
 	var last time.Time
@@ -200,7 +212,11 @@ func (o *ownChanges) commit(m mutation) {
 	now := o.now()
 	note := func(p string, after provider.Version, gone bool) {
 		e := o.entry(p)
-		delete(e.open, m.own)
+		if m.own != 0 {
+			delete(e.open, m.own)
+		} else if m.announced {
+			e.endOldest()
+		}
 		o.add(e, ownResult{at: now, after: after, gone: gone})
 	}
 	removed := m.obs.Kind == ObservedAbsent || m.op == OpDelete || m.op == OpUnlink

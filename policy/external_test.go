@@ -278,3 +278,13 @@ func TestRecordExternal_AnyRecentOwnResultExplainsNotOnlyTheLatest(t *testing.T)
 	require.NoError(t, err)
 	assert.True(t, rec, "bytes the daemon never recorded")
 }
+
+func TestRecordExternal_AnAnnouncedChangeIsEndedByItsRecord(t *testing.T) {
+	e, fs := newTestEngine(t)
+	ctx := context.Background()
+	f := fs.target("f.txt")
+	e.Announce(ctx, f) // a branch commit renaming a staged file into place
+	assert.Equal(t, []string{"f.txt"}, e.ChangesInProgress())
+	require.NoError(t, e.RecordApplied(ctx, AppliedChange{Actor: Actor{Channel: ChannelSocket}, Op: OpWrite, Target: f, After: "v1"}))
+	assert.Empty(t, e.ChangesInProgress(), "the record ends the announcement")
+}

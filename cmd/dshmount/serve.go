@@ -12,12 +12,14 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/control"
 	runregistry "github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
 	"github.com/dshmount/dshmount/provider/local"
@@ -112,16 +114,22 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			err = fmt.Errorf("close state: %w", cerr)
 		}
 	}()
+	defer store.StartRetention(policy.Retention{MaxAge: cfg.FeedRetention, MaxEntries: cfg.FeedMaxEntries, Interval: cfg.FeedPruneInterval})()
 
 	lfs, err := local.New(cfg.Source, local.Options{Digests: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	defer lfs.Close()
-	view, err := overlay.New(lfs, overlay.Rules{Hide: cfg.Hide, ReadOnly: cfg.ReadOnly})
+	view, err := overlay.New(lfs, overlay.Rules{Hide: append(append([]string(nil), cfg.Hide...), "/"+branch.StagingDir), ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return err
 	}
+	branches, err := openBranches(cfg.StateDir, lfs, log)
+	if err != nil {
+		return err
+	}
+	defer branches.Close()
 	engine := policy.NewEngine(store, view)
 	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
 	if err != nil {
@@ -145,6 +153,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}
 
+	var watching atomic.Bool // fs.changes vouches for out-of-band changes only then
 	if cfg.Watch {
 		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, mnt.DropData, log.With("component", "watch"))
 		if werr != nil {
@@ -152,9 +161,11 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
 		}
 		defer watcher.Close()
+		watching.Store(true)
 	}
+	ctlCfg.ExternalWatched = watching.Load
 
-	ctlCfg.Engine, ctlCfg.Binder = engine, bindNotifier{registry, mnt}
+	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt}, branches
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
 		unmount()

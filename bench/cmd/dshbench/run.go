@@ -62,7 +62,7 @@ func runAll(args []string) error {
 	f.DurationVar(&c.RandTime, "rand-time", 5*time.Second, "random-read duration")
 	f.DurationVar(&c.EditTime, "edit-time", 2*time.Second, "guarded-edit run duration")
 	f.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for dshmount serve (space separated)")
-	f.StringVar(&c.Only, "only", "native,loopback,dshmount", "targets to run")
+	f.StringVar(&c.Only, "only", "native,loopback,dshmount,fsmonitor", "targets to run (fsmonitor: git status with the hook, the watcher's cost)")
 	f.BoolVar(&c.Unbound, "unbound", true, "also run the file-system workloads on the mount unbound (no session: the guard's cost is the difference)")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -122,6 +122,11 @@ func runAll(args []string) error {
 	}
 	if only("dshmount") {
 		if err := runDshmount(&c, self, base, fsArgs, res); err != nil {
+			return err
+		}
+	}
+	if only("fsmonitor") {
+		if err := fsmonitorTarget(&c, base, tarPath, res); err != nil {
 			return err
 		}
 	}
