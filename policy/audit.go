@@ -110,13 +110,12 @@ func (s *Store) SetLastWrite(key provider.Key, rec WriteRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode last writer of %s: %w", rec.Path, err)
 	}
-	s.buf.put(lastWriteKey(key), val, true)
-	return nil
+	return s.put(lastWriteKey(s.storedKey(key)), val, true)
 }
 
 // LastWrite returns the last writer of key.
 func (s *Store) LastWrite(key provider.Key) (WriteRecord, bool) {
-	val, ok, err := s.lookup(lastWriteKey(key))
+	val, ok, err := s.lookup(lastWriteKey(s.storedKey(key)))
 	if err != nil || !ok {
 		if err != nil {
 			s.log.Error("read last writer", "err", err)
@@ -144,12 +143,23 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 	// so subscribers see entries in seq order.
 	s.feed.mu.Lock()
 	defer s.feed.mu.Unlock()
-	e.Seq = s.auditSeq.next()
-	val, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
+	stored := e
+	stored.Key = s.storedKey(e.Key)
+	if s.shared {
+		seq, err := s.appendShared(stored)
+		if err != nil {
+			return fmt.Errorf("append audit entry for %s: %w", e.Path, err)
+		}
+		e.Seq = seq
+	} else {
+		e.Seq = s.auditSeq.next()
+		stored.Seq = e.Seq
+		val, err := json.Marshal(stored)
+		if err != nil {
+			return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
+		}
+		s.buf.put(auditKey(e.Seq), val, false)
 	}
-	s.buf.put(auditKey(e.Seq), val, false)
 	s.feed.publish(e)
 	return nil
 }
@@ -183,6 +193,7 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 		if err := json.Unmarshal(p.Value, &e); err != nil {
 			return fmt.Errorf("decode audit entry %x: %w", p.Key, err)
 		}
+		e.Key = s.hostKey(e.Key)
 		if q.matches(e) {
 			out = append(out, e)
 		}

@@ -122,16 +122,48 @@ func (e *Engine) currentDecider() Decider {
 	return e.decider
 }
 
-// begin checks that a's session is open and marks it used.
+// begin checks that a's session is open and marks it used. A shared store
+// that cannot be reached is FS_IO_ERROR.
 func (e *Engine) begin(a Actor) error {
 	if a.Session == "" {
 		return nil
 	}
-	if _, ok := e.store.Session(a.Session); !ok {
-		return unknownSession(a.Session)
+	err := e.store.UseSession(a.Session)
+	if errors.Is(err, ErrStoreUnavailable) {
+		return storeError("session", "", err)
 	}
-	e.store.Touch(a.Session)
-	return nil
+	return err
+}
+
+// beginRead is begin for a read: when the store cannot be reached the read
+// is still answered, as the actor without a session (it records nothing,
+// so a later guarded change needs a new read).
+func (e *Engine) beginRead(a Actor) (Actor, error) {
+	err := e.begin(a)
+	if errors.Is(err, ErrStoreUnavailable) {
+		e.store.log.Warn("answering a read without recording it: the policy store is unavailable", "session", a.Session, "err", err)
+		a.Session = ""
+		return a, nil
+	}
+	return a, err
+}
+
+// claim claims ts on a shared store before a mutation publishes (see
+// Store.Claim); the refusal is audited like a guard's.
+func (e *Engine) claim(ctx context.Context, a Actor, op MutationOp, ts ...provider.Target) (*Claim, error) {
+	keys := make([]provider.Key, len(ts))
+	for i, t := range ts {
+		keys[i] = t.Key
+	}
+	c, err := e.store.Claim(ctx, string(op), ts[0].DisplayPath, keys...)
+	if err != nil {
+		if len(ts) > 1 {
+			e.auditMoveRefusal(a, ts[0], ts[1], err, true)
+		} else {
+			e.auditRefusal(a, op, ts[0], err, true)
+		}
+	}
+	return c, err
 }
 
 // WriteIntent is the preflight of a write: the guard the decider would use,
@@ -222,7 +254,8 @@ func withOp(err error, op string) error {
 // Stat returns t's metadata and records what a's session now knows of it:
 // present at the stat's version, or absent.
 func (e *Engine) Stat(ctx context.Context, a Actor, t provider.Target) (*provider.Info, error) {
-	if err := e.begin(a); err != nil {
+	a, err := e.beginRead(a)
+	if err != nil {
 		return nil, err
 	}
 	info, err := e.fs.Stat(ctx, t)
@@ -244,7 +277,8 @@ func (e *Engine) Stat(ctx context.Context, a Actor, t provider.Target) (*provide
 // taken just before). A missing target records absent and fails with
 // FS_NOT_FOUND, so a later guarded write may create it but an edit may not.
 func (e *Engine) Read(ctx context.Context, a Actor, t provider.Target) (string, provider.Info, error) {
-	if err := e.begin(a); err != nil {
+	a, err := e.beginRead(a)
+	if err != nil {
 		return "", provider.Info{}, err
 	}
 	if r, ok := e.fs.(provider.TextVersionReader); ok {
@@ -287,7 +321,14 @@ func (e *Engine) observe(a Actor, t provider.Target, obs Observation) error {
 	if a.Session == "" {
 		return nil
 	}
-	if err := e.store.Record(a.Session, t.Key, obs); err != nil {
+	err := e.store.Record(a.Session, t.Key, obs)
+	if errors.Is(err, ErrStoreUnavailable) {
+		// The answer goes out unrecorded: the session has not seen it, so
+		// a guarded change needs a new read (stricter, never looser).
+		e.store.log.Warn("a read was not recorded: the policy store is unavailable", "path", t.DisplayPath, "err", err)
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("record observation of %s: %w", t.DisplayPath, err)
 	}
 	return nil
@@ -303,8 +344,13 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 		e.auditRefusal(a, OpWrite, t, err, true)
 		return provider.WriteOutcome{}, err
 	}
+	c, err := e.claim(ctx, a, OpWrite, t)
+	if err != nil {
+		return provider.WriteOutcome{}, err
+	}
 	e.prepare(ctx, t)
 	out, err := e.fs.WriteText(ctx, t, content, intent)
+	c.Release(published(err, t.Key, out.Version))
 	if err != nil {
 		e.auditRefusal(a, OpWrite, t, err, false)
 		return out, err
@@ -329,8 +375,13 @@ func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provi
 		e.auditRefusal(a, OpEdit, t, err, true)
 		return provider.EditOutcome{}, err
 	}
+	c, err := e.claim(ctx, a, OpEdit, t)
+	if err != nil {
+		return provider.EditOutcome{}, err
+	}
 	e.prepare(ctx, t)
 	out, err := e.fs.EditText(ctx, t, req, vg)
+	c.Release(published(err, t.Key, out.Version))
 	if err != nil {
 		e.auditRefusal(a, OpEdit, t, err, false)
 		return out, err
@@ -351,8 +402,13 @@ func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []
 		e.auditRefusal(a, OpPatch, t, err, true)
 		return provider.EditOutcome{}, err
 	}
+	c, err := e.claim(ctx, a, OpPatch, t)
+	if err != nil {
+		return provider.EditOutcome{}, err
+	}
 	e.prepare(ctx, t)
 	out, err := e.fs.PatchText(ctx, t, hunks, vg)
+	c.Release(published(err, t.Key, out.Version))
 	if err != nil {
 		e.auditRefusal(a, OpPatch, t, err, false)
 		return out, err
@@ -373,8 +429,17 @@ func (e *Engine) Delete(ctx context.Context, a Actor, t provider.Target, g Guard
 		e.auditRefusal(a, OpDelete, t, err, true)
 		return provider.DeleteOutcome{}, err
 	}
+	c, err := e.claim(ctx, a, OpDelete, t)
+	if err != nil {
+		return provider.DeleteOutcome{}, err
+	}
 	e.prepare(ctx, t)
 	out, err := e.fs.DeleteFile(ctx, t, vg)
+	if err == nil {
+		c.Release(map[provider.Key]provider.Version{t.Key: ""})
+	} else {
+		c.Release(nil)
+	}
 	if err != nil {
 		e.auditRefusal(a, OpDelete, t, err, false)
 		return out, err
@@ -403,8 +468,21 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 		e.auditMoveRefusal(a, src, dst, err, true)
 		return provider.MoveOutcome{}, err
 	}
+	c, err := e.claim(ctx, a, OpMove, src, dst)
+	if err != nil {
+		return provider.MoveOutcome{}, err
+	}
 	e.prepare(ctx, src, dst)
 	out, err := e.fs.MoveFile(ctx, src, dst, provider.MoveOptions{Hunks: hunks, ExpectedSource: sg, ExpectedDestination: dg})
+	if err == nil {
+		after := map[provider.Key]provider.Version{dst.Key: out.Destination.Version}
+		if out.SourceDeleted {
+			after[src.Key] = ""
+		}
+		c.Release(after)
+	} else {
+		c.Release(nil)
+	}
 	if err != nil {
 		e.auditMoveRefusal(a, src, dst, err, false)
 		return out, err
@@ -423,6 +501,15 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 // auditMoveRefusal records a refused move of src to dst.
 func (e *Engine) auditMoveRefusal(a Actor, src, dst provider.Target, err error, guardDecided bool) {
 	e.auditRefusalTo(a, OpMove, src, &dst, err, guardDecided)
+}
+
+// published is what a claim records after a one-file mutation: key at
+// version v, or nothing when the mutation failed.
+func published(err error, key provider.Key, v provider.Version) map[provider.Key]provider.Version {
+	if err != nil {
+		return nil
+	}
+	return map[provider.Key]provider.Version{key: v}
 }
 
 func guardVersion(vg *provider.VersionGuard) provider.Version {

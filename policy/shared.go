@@ -1,0 +1,279 @@
+package policy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/dshmount/dshmount/policy/kv"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// A shared engine (etcd) is written by every daemon that guards the same
+// workspace. The store then:
+//
+//   - writes every record through before it answers (a read's observation
+//     is in the engine before the read returns, so the session is usable on
+//     any daemon at once) and caches nothing another daemon may change;
+//   - reads a session's record on every use, so a session opened on one
+//     daemon is usable on all and one closed anywhere is closed everywhere;
+//   - numbers audit entries with one counter in the engine, advanced by a
+//     compare-and-swap in the same transaction that stores the entry, so
+//     the audit log of all daemons has one seq;
+//   - claims a file's version record (v/<key>) with a compare-and-swap
+//     before a mutation publishes, and records the resulting version when
+//     it releases it (see Claim);
+//   - keeps no content digests (device and inode numbers are one host's)
+//     and keeps process bindings under the host's name;
+//   - keeps no clean-shutdown marker: each daemon's crash is its own, and
+//     what it leaves (a claim) expires.
+//
+// When the engine cannot be reached, every guarded mutation is refused with
+// FS_IO_ERROR "policy store unavailable: …", reads are answered without
+// recording an observation (so a later guarded change needs a new read),
+// and work resumes by itself once the engine answers again.
+
+// startShared prepares a store on a shared engine: the audit counter and
+// the feed's base (a seq taken from the counter, which no entry carries).
+func (s *Store) startShared() error {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("name this daemon's claims: %w", err)
+	}
+	s.owner = fmt.Sprintf("%s/%d/%s", s.opts.Host, os.Getpid(), hex.EncodeToString(b[:]))
+	cur, err := s.sharedCounter()
+	if err != nil {
+		return fmt.Errorf("read the audit counter: %w", err)
+	}
+	// The sequence is only the local mirror of the counter: no lease, never
+	// extended (limit above every value).
+	s.auditSeq = &sequence{db: s.db, key: []byte(keySeqAudit)}
+	s.auditSeq.limit.Store(^uint64(0))
+	for {
+		ok, err := s.db.Txn(context.Background(), []kv.Cond{counterCond(cur)},
+			[]kv.Op{kv.Put([]byte(keySeqAudit), encodeUint64(cur+1))})
+		if err != nil {
+			return fmt.Errorf("take the feed's base seq: %w", unavailable(err))
+		}
+		if ok {
+			break
+		}
+		if cur, err = s.sharedCounter(); err != nil {
+			return fmt.Errorf("read the audit counter: %w", err)
+		}
+	}
+	s.auditSeq.last.Store(cur) // newFeed takes cur+1, the value just reserved
+	s.feed = newFeed(s)
+	return nil
+}
+
+// sharedCounter reads the audit counter (0 when there is none yet).
+func (s *Store) sharedCounter() (uint64, error) {
+	b, err := s.db.Get(context.Background(), []byte(keySeqAudit))
+	if errors.Is(err, kv.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return decodeUint64(b)
+}
+
+func counterCond(cur uint64) kv.Cond {
+	if cur == 0 {
+		return kv.IfAbsent([]byte(keySeqAudit))
+	}
+	return kv.IfValue([]byte(keySeqAudit), encodeUint64(cur))
+}
+
+// appendShared stores e (Key already the stored key) under the next seq of
+// the shared counter and returns that seq. The caller holds the feed's
+// lock, so this daemon's entries are numbered in the order they publish.
+func (s *Store) appendShared(e AuditEntry) (uint64, error) {
+	cur := s.auditSeq.last.Load()
+	for {
+		e.Seq = cur + 1
+		val, err := json.Marshal(e)
+		if err != nil {
+			return 0, fmt.Errorf("encode audit entry: %w", err)
+		}
+		ok, err := s.db.Txn(context.Background(), []kv.Cond{counterCond(cur)},
+			[]kv.Op{kv.Put([]byte(keySeqAudit), encodeUint64(e.Seq)), kv.Put(auditKey(e.Seq), val)})
+		if err != nil {
+			return 0, unavailable(err)
+		}
+		if ok {
+			s.auditSeq.last.Store(e.Seq)
+			return e.Seq, nil
+		}
+		if cur, err = s.sharedCounter(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// versionRecord is the value of v/<key> on a shared engine: the last
+// version a daemon published there, and the claim of the daemon now
+// changing the file, if any.
+type versionRecord struct {
+	Version provider.Version `json:"version,omitempty"`
+	Absent  bool             `json:"absent,omitempty"`
+	Owner   string           `json:"owner,omitempty"`   // claim holder; "" = unclaimed
+	Expires int64            `json:"expires,omitempty"` // unix ns; a claim past it may be taken over
+}
+
+func versionKey(key provider.Key) []byte { return []byte(prefixVersion + string(key)) }
+
+// Claim is a held claim on the version records of some files.
+type Claim struct {
+	s    *Store
+	keys []provider.Key // stored keys, in claim order
+	held [][]byte       // the record values written when claimed
+	prev []versionRecord
+}
+
+// ClaimBusy is how often a claim held by another daemon is looked at again.
+const claimPoll = 5 * time.Millisecond
+
+// Claim claims the version records of keys (host keys) before a mutation
+// publishes: on a store that is not shared it returns (nil, nil), as the
+// provider's per-target lock already serializes the daemon's mutations. On a
+// shared one each record is taken with a compare-and-swap, in key order
+// (no deadlock between daemons), so at most one daemon mutates a file at a
+// time; the provider re-reads the file's bytes under the claim, so two
+// daemons can never both replace one version. A claim held by another
+// daemon is waited for up to Options.ClaimWait, one past its expiry
+// (Options.ClaimTTL: its daemon died or stalled) is taken over. Errors are
+// provider errors: FS_IO_ERROR when the engine cannot be reached or the
+// file stays claimed.
+func (s *Store) Claim(ctx context.Context, op, path string, keys ...provider.Key) (*Claim, error) {
+	if !s.shared || len(keys) == 0 {
+		return nil, nil
+	}
+	c := &Claim{s: s}
+	stored := make([]provider.Key, len(keys))
+	for i, k := range keys {
+		stored[i] = s.storedKey(k)
+	}
+	slices.Sort(stored)
+	stored = slices.Compact(stored)
+	deadline := time.Now().Add(s.opts.ClaimWait) // a real wait, whatever the store's clock
+	for _, k := range stored {
+		held, prev, err := s.claimOne(ctx, k, deadline)
+		if err != nil {
+			c.Release(nil)
+			return nil, storeError(op, path, err)
+		}
+		c.keys, c.held, c.prev = append(c.keys, k), append(c.held, held), append(c.prev, prev)
+	}
+	return c, nil
+}
+
+// errClaimed: the record stayed claimed by another daemon past ClaimWait.
+var errClaimed = errors.New("another daemon is changing this file")
+
+func (s *Store) claimOne(ctx context.Context, k provider.Key, deadline time.Time) ([]byte, versionRecord, error) {
+	key := versionKey(k)
+	for {
+		var rec versionRecord
+		cond := kv.IfAbsent(key)
+		cur, err := s.db.Get(ctx, key)
+		switch {
+		case errors.Is(err, kv.ErrNotFound):
+		case err != nil:
+			return nil, rec, unavailable(err)
+		default:
+			if jerr := json.Unmarshal(cur, &rec); jerr != nil {
+				rec = versionRecord{} // unreadable: take it over
+			}
+			cond = kv.IfValue(key, cur)
+		}
+		now := s.opts.Now()
+		if rec.Owner != "" && rec.Expires > now.UnixNano() {
+			if !time.Now().Before(deadline) {
+				return nil, rec, fmt.Errorf("%w (%s) for longer than %s", errClaimed, rec.Owner, s.opts.ClaimWait)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, rec, fmt.Errorf("wait for a claim: %w", ctx.Err())
+			case <-time.After(claimPoll):
+			}
+			continue
+		}
+		if rec.Owner != "" {
+			s.log.Warn("taking over an expired claim", "key", string(k), "holder", rec.Owner)
+		}
+		mine := rec
+		mine.Owner, mine.Expires = s.owner, now.Add(s.opts.ClaimTTL).UnixNano()
+		val, err := json.Marshal(mine)
+		if err != nil {
+			return nil, rec, fmt.Errorf("encode claim: %w", err)
+		}
+		ok, err := s.db.Txn(ctx, []kv.Cond{cond}, []kv.Op{kv.Put(key, val)})
+		if err != nil {
+			return nil, rec, unavailable(err)
+		}
+		if ok {
+			return val, rec, nil
+		}
+	}
+}
+
+// Release ends the claim and records each file's resulting version: after
+// maps a host key to its new version ("" = now absent); a file not in it
+// keeps its previous record. A record that is no longer ours (our claim
+// expired and was taken over) is left alone. Release of a nil Claim does
+// nothing. Failures are logged: the claim then expires by itself.
+func (c *Claim) Release(after map[provider.Key]provider.Version) {
+	if c == nil {
+		return
+	}
+	s := c.s
+	results := make(map[provider.Key]provider.Version, len(after))
+	for k, v := range after {
+		results[s.storedKey(k)] = v
+	}
+	for i, k := range c.keys {
+		rec := c.prev[i]
+		rec.Owner, rec.Expires = "", 0
+		if v, ok := results[k]; ok {
+			rec.Version, rec.Absent = v, v == ""
+		}
+		val, err := json.Marshal(rec)
+		if err == nil {
+			var ok bool
+			ok, err = s.db.Txn(context.Background(), []kv.Cond{kv.IfValue(versionKey(k), c.held[i])},
+				[]kv.Op{kv.Put(versionKey(k), val)})
+			if err == nil && !ok {
+				s.log.Warn("a claim expired before its mutation ended and was taken over (this daemon stalled longer than the claim TTL)",
+					"key", string(k), "ttl", s.opts.ClaimTTL)
+			}
+		}
+		if err != nil {
+			s.log.Error("release claim; it expires by itself", "key", string(k), "err", err)
+		}
+	}
+}
+
+// storeError is the provider error a caller gets when the store failed:
+// FS_IO_ERROR "policy store unavailable: …" when it cannot be reached.
+func storeError(op, path string, err error) error {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	if errors.Is(err, errClaimed) {
+		return provider.NewError(provider.CodeIOError, op, path, err, "%v; nothing was changed, retry", err)
+	}
+	if errors.Is(err, ErrStoreUnavailable) {
+		return provider.NewError(provider.CodeIOError, op, path, err,
+			"policy store unavailable: %v; nothing was changed, retry once it is back", err)
+	}
+	return provider.NewError(provider.CodeIOError, op, path, err, "policy store: %v", err)
+}
