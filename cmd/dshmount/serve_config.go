@@ -65,6 +65,8 @@ type serveConfig struct {
 	RequestTimeout time.Duration
 	// IdleTimeout closes connections that hold nothing after this long.
 	IdleTimeout time.Duration
+	// Store is where the policy records live (--store and its TLS flags).
+	Store storeConfig
 }
 
 // defaultGrace is the shutdown grace period.
@@ -180,6 +182,7 @@ Flags:
 		"how long a request line may take to arrive once begun (and a response to be taken) before the connection is closed")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", control.DefaultIdleTimeout,
 		"close a connection that sent nothing for this long and holds no session it opened, no watch and no request")
+	addStoreFlags(fs, &cfg.Store)
 	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
@@ -206,6 +209,11 @@ Flags:
 		cfg.NoSync = true
 	default:
 		return serveConfig{}, fmt.Errorf("--durability must be fsync or none, not %q", *durability)
+	}
+	if cfg.Store.URL != "" {
+		if _, err := cfg.Store.etcdConfig(); err != nil {
+			return serveConfig{}, err
+		}
 	}
 	if fs.NArg() != 2 {
 		fs.Usage()
