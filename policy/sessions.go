@@ -88,6 +88,9 @@ func (s *Store) OpenOwnedSession(name string, owner uint32) (Session, error) {
 		s.sessMu.Lock()
 		delete(s.sessions, id)
 		s.sessMu.Unlock()
+		if errors.Is(err, ErrStoreUnavailable) {
+			err = storeError("session", "", err)
+		}
 		return Session{}, err
 	}
 	return st.snapshot(), nil
@@ -256,18 +259,37 @@ func (s *Store) purgeSession(id SessionID) error {
 }
 
 // Session returns an open session (on a shared engine, as the engine has
-// it now).
+// it now; when the engine cannot be reached, this daemon's last copy).
 func (s *Store) Session(id SessionID) (Session, bool) {
-	var st *sessionState
-	if s.shared {
-		st, _ = s.fetchSession(id)
-	} else {
-		st = s.session(id)
+	sess, ok, _ := s.LookupSession(id)
+	return sess, ok
+}
+
+// LookupSession is Session with the reason it cannot answer: on a shared
+// engine that cannot be reached, a session this daemon has no copy of is a
+// provider error FS_IO_ERROR "policy store unavailable: …" (a copy is
+// returned as Session would; the Engine then refuses mutations).
+func (s *Store) LookupSession(id SessionID) (Session, bool, error) {
+	if !s.shared {
+		st := s.session(id)
+		if st == nil {
+			return Session{}, false, nil
+		}
+		return st.snapshot(), true, nil
+	}
+	st, err := s.fetchSession(id)
+	if err != nil {
+		s.sessMu.RLock()
+		st = s.sessions[id]
+		s.sessMu.RUnlock()
+		if st == nil {
+			return Session{}, false, storeError("session", "", err)
+		}
 	}
 	if st == nil {
-		return Session{}, false
+		return Session{}, false, nil
 	}
-	return st.snapshot(), true
+	return st.snapshot(), true, nil
 }
 
 // Sessions lists the open sessions, oldest first (on a shared engine, of

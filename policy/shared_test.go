@@ -282,3 +282,22 @@ func TestBadger_ClaimIsNoOp(t *testing.T) {
 	assert.Nil(t, c, "one daemon: the provider's locks suffice")
 	c.Release(nil)
 }
+
+func TestShared_LookupSessionWhileUnavailable(t *testing.T) {
+	srv := startEtcd(t)
+	a, b := openShared(t, srv, quietOptions()), openShared(t, srv, quietOptions())
+	sess, err := a.OpenSession("agent")
+	require.NoError(t, err)
+	srv.Stop()
+	got, ok, err := a.LookupSession(sess.ID)
+	require.NoError(t, err, "a daemon's own copy answers")
+	assert.True(t, ok)
+	assert.Equal(t, sess.ID, got.ID)
+	_, ok, err = b.LookupSession(sess.ID)
+	assert.False(t, ok)
+	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "a daemon without a copy cannot say: %v", err)
+	assert.ErrorContains(t, err, "policy store unavailable")
+	require.ErrorIs(t, a.UseSession(sess.ID), ErrStoreUnavailable, "using it needs the store")
+	_, err = a.OpenSession("new")
+	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "got %v", err)
+}
