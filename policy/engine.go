@@ -350,8 +350,8 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.WriteText(ctx, t, content, intent)
-	c.Release(published(err, t.Key, out.Version))
 	if err != nil {
+		c.Release(nil)
 		e.auditRefusal(a, OpWrite, t, err, false)
 		return out, err
 	}
@@ -361,7 +361,7 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpWrite, target: t, before: before, after: out.Version,
-		obs: Present(out.Version), unconditional: g.Unconditional, detail: string(out.Operation),
+		obs: Present(out.Version), unconditional: g.Unconditional, detail: string(out.Operation), claim: c,
 	})
 }
 
@@ -381,14 +381,14 @@ func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provi
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.EditText(ctx, t, req, vg)
-	c.Release(published(err, t.Key, out.Version))
 	if err != nil {
+		c.Release(nil)
 		e.auditRefusal(a, OpEdit, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpEdit, target: t, before: guardVersion(vg), after: out.Version,
-		obs: Present(out.Version), unconditional: g.Unconditional,
+		obs: Present(out.Version), unconditional: g.Unconditional, claim: c,
 	})
 }
 
@@ -408,14 +408,14 @@ func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.PatchText(ctx, t, hunks, vg)
-	c.Release(published(err, t.Key, out.Version))
 	if err != nil {
+		c.Release(nil)
 		e.auditRefusal(a, OpPatch, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpPatch, target: t, before: guardVersion(vg), after: out.Version,
-		obs: Present(out.Version), unconditional: g.Unconditional,
+		obs: Present(out.Version), unconditional: g.Unconditional, claim: c,
 	})
 }
 
@@ -435,18 +435,14 @@ func (e *Engine) Delete(ctx context.Context, a Actor, t provider.Target, g Guard
 	}
 	e.prepare(ctx, t)
 	out, err := e.fs.DeleteFile(ctx, t, vg)
-	if err == nil {
-		c.Release(map[provider.Key]provider.Version{t.Key: ""})
-	} else {
-		c.Release(nil)
-	}
 	if err != nil {
+		c.Release(nil)
 		e.auditRefusal(a, OpDelete, t, err, false)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpDelete, target: t, before: guardVersion(vg),
-		obs: Absent(), unconditional: g.Unconditional,
+		obs: Absent(), unconditional: g.Unconditional, claim: c,
 	})
 }
 
@@ -474,23 +470,15 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 	}
 	e.prepare(ctx, src, dst)
 	out, err := e.fs.MoveFile(ctx, src, dst, provider.MoveOptions{Hunks: hunks, ExpectedSource: sg, ExpectedDestination: dg})
-	if err == nil {
-		after := map[provider.Key]provider.Version{dst.Key: out.Destination.Version}
-		if out.SourceDeleted {
-			after[src.Key] = ""
-		}
-		c.Release(after)
-	} else {
-		c.Release(nil)
-	}
 	if err != nil {
+		c.Release(nil)
 		e.auditMoveRefusal(a, src, dst, err, false)
 		return out, err
 	}
 	m := mutation{
 		actor: a, op: OpMove, target: src, before: guardVersion(sg), after: out.Destination.Version,
 		obs: Present(out.Destination.Version), to: &dst,
-		sourceDeleted: out.SourceDeleted, unconditional: srcG.Unconditional || dstG.Unconditional,
+		sourceDeleted: out.SourceDeleted, unconditional: srcG.Unconditional || dstG.Unconditional, claim: c,
 	}
 	if f := out.SourceFailure; f != nil {
 		m.detail = fmt.Sprintf("source not removed: %s: %s", f.Code, f.Message)
@@ -501,15 +489,6 @@ func (e *Engine) Move(ctx context.Context, a Actor, src, dst provider.Target, hu
 // auditMoveRefusal records a refused move of src to dst.
 func (e *Engine) auditMoveRefusal(a Actor, src, dst provider.Target, err error, guardDecided bool) {
 	e.auditRefusalTo(a, OpMove, src, &dst, err, guardDecided)
-}
-
-// published is what a claim records after a one-file mutation: key at
-// version v, or nothing when the mutation failed.
-func published(err error, key provider.Key, v provider.Version) map[provider.Key]provider.Version {
-	if err != nil {
-		return nil
-	}
-	return map[provider.Key]provider.Version{key: v}
 }
 
 func guardVersion(vg *provider.VersionGuard) provider.Version {

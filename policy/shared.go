@@ -235,10 +235,36 @@ func (c *Claim) Release(after map[provider.Key]provider.Version) {
 		return
 	}
 	s := c.s
+	conds, ops, err := c.releaseOps(after)
+	for i := range ops {
+		var ok bool
+		if err == nil {
+			ok, err = s.db.Txn(context.Background(), conds[i:i+1], ops[i:i+1])
+		}
+		if err == nil && !ok {
+			s.log.Warn("a claim expired before its mutation ended and was taken over (this daemon stalled longer than the claim TTL)",
+				"key", string(c.keys[i]), "ttl", s.opts.ClaimTTL)
+		}
+	}
+	if err != nil {
+		s.log.Error("release claim; it expires by itself", "keys", len(c.keys), "err", err)
+	}
+}
+
+// releaseOps are the conditions (the records are still our claims) and the
+// writes (unclaimed, at their new versions) that release c, one pair per
+// key.
+func (c *Claim) releaseOps(after map[provider.Key]provider.Version) ([]kv.Cond, []kv.Op, error) {
+	if c == nil {
+		return nil, nil, nil
+	}
+	s := c.s
 	results := make(map[provider.Key]provider.Version, len(after))
 	for k, v := range after {
 		results[s.storedKey(k)] = v
 	}
+	conds := make([]kv.Cond, len(c.keys))
+	ops := make([]kv.Op, len(c.keys))
 	for i, k := range c.keys {
 		rec := c.prev[i]
 		rec.Owner, rec.Expires = "", 0
@@ -246,18 +272,87 @@ func (c *Claim) Release(after map[provider.Key]provider.Version) {
 			rec.Version, rec.Absent = v, v == ""
 		}
 		val, err := json.Marshal(rec)
-		if err == nil {
-			var ok bool
-			ok, err = s.db.Txn(context.Background(), []kv.Cond{kv.IfValue(versionKey(k), c.held[i])},
-				[]kv.Op{kv.Put(versionKey(k), val)})
-			if err == nil && !ok {
-				s.log.Warn("a claim expired before its mutation ended and was taken over (this daemon stalled longer than the claim TTL)",
-					"key", string(k), "ttl", s.opts.ClaimTTL)
-			}
-		}
 		if err != nil {
-			s.log.Error("release claim; it expires by itself", "key", string(k), "err", err)
+			return nil, nil, fmt.Errorf("encode version record: %w", err)
 		}
+		conds[i], ops[i] = kv.IfValue(versionKey(k), c.held[i]), kv.Put(versionKey(k), val)
+	}
+	return conds, ops, nil
+}
+
+// commitShared records a completed mutation on a shared store in one
+// transaction: the claim's release with the resulting versions, the
+// session's observations, the last writers and the audit entry under the
+// next seq. A transaction that fails because another daemon took the next
+// seq is tried again at the new one; one whose claim was taken over (this
+// daemon stalled past ClaimTTL) records without releasing it.
+func (s *Store) commitShared(m mutation, result provider.Target, after provider.Version, entry AuditEntry) error {
+	versions := map[provider.Key]provider.Version{result.Key: after}
+	if m.to != nil && m.sourceDeleted {
+		versions[m.target.Key] = ""
+	}
+	relConds, ops, err := m.claim.releaseOps(versions)
+	if err != nil {
+		return err
+	}
+	if id := m.actor.Session; id != "" && s.session(id) != nil {
+		if m.obs.Kind != ObservedPresent || m.obs.Version != "" {
+			ops = append(ops, kv.Put(observationKey(id, s.storedKey(result.Key)), encodeObservation(m.obs)))
+		}
+		if m.to != nil && m.sourceDeleted {
+			ops = append(ops, kv.Put(observationKey(id, s.storedKey(m.target.Key)), encodeObservation(Absent())))
+		}
+	}
+	writers := []WriteRecord{{Actor: m.actor, Op: m.op, Time: entry.Time, Version: after, Path: result.DisplayPath}}
+	keys := []provider.Key{result.Key}
+	if m.to != nil && m.sourceDeleted {
+		writers = append(writers, WriteRecord{Actor: m.actor, Op: m.op, Time: entry.Time, Path: m.target.DisplayPath})
+		keys = append(keys, m.target.Key)
+	}
+	for i, w := range writers {
+		val, err := json.Marshal(w)
+		if err != nil {
+			return fmt.Errorf("encode last writer of %s: %w", w.Path, err)
+		}
+		ops = append(ops, kv.Put(lastWriteKey(s.storedKey(keys[i])), val))
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	stored := entry
+	stored.Key = s.storedKey(entry.Key)
+	s.feed.mu.Lock()
+	defer s.feed.mu.Unlock()
+	cur := s.auditSeq.last.Load()
+	for {
+		stored.Seq = cur + 1
+		val, err := json.Marshal(stored)
+		if err != nil {
+			return fmt.Errorf("encode audit entry for %s: %w", entry.Path, err)
+		}
+		conds := append(slices.Clone(relConds), counterCond(cur))
+		all := append(slices.Clone(ops), kv.Put([]byte(keySeqAudit), encodeUint64(stored.Seq)), kv.Put(auditKey(stored.Seq), val))
+		ok, err := s.db.Txn(context.Background(), conds, all)
+		if err != nil {
+			return unavailable(err) // the claim expires by itself; the session must read again
+		}
+		if ok {
+			s.auditSeq.last.Store(stored.Seq)
+			entry.Seq = stored.Seq
+			s.feed.publish(entry)
+			return nil
+		}
+		next, err := s.sharedCounter()
+		if err != nil {
+			return err
+		}
+		if next == cur && len(relConds) > 0 {
+			s.log.Warn("a claim expired before its mutation ended and was taken over (this daemon stalled longer than the claim TTL)",
+				"path", result.DisplayPath, "ttl", s.opts.ClaimTTL)
+			n := len(relConds)
+			relConds, ops = nil, ops[n:]
+		}
+		cur = next
 	}
 }
 
