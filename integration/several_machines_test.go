@@ -71,6 +71,28 @@ func TestSeveralMachines_SessionOnAEditsThroughBAndPersonOnBStalesA(t *testing.T
 		seen = seen || e.After == res.Version
 	}
 	assert.True(t, seen, "A's log has the edit made through B: %+v", log.Entries)
+
+	// A change through A's socket reaches mount B's kernel cache at once
+	// (B's daemon hears it from the shared feed).
+	got, err = os.ReadFile(filepath.Join(b.Mnt, "g.txt"))
+	require.Error(t, err, "not there yet: mount B caches the miss")
+	_, err = a.Client.Write(ctx, control.WriteParams{Path: "g.txt", Content: "from A\n", Session: sess})
+	require.NoError(t, err)
+	got, err = os.ReadFile(filepath.Join(b.Mnt, "f.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "person\n", string(got))
+	st, err := os.Stat(filepath.Join(b.Mnt, "f.txt")) // the kernel caches these attributes for 10 s
+	require.NoError(t, err)
+	require.EqualValues(t, len("person\n"), st.Size())
+	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	require.NoError(t, err)
+	_, err = a.Client.Write(ctx, control.WriteParams{Path: "f.txt", Content: "agent on A\n", Session: sess})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := os.Stat(filepath.Join(b.Mnt, "f.txt"))
+		g, gerr := os.ReadFile(filepath.Join(b.Mnt, "g.txt"))
+		return err == nil && st.Size() == int64(len("agent on A\n")) && gerr == nil && string(g) == "from A\n"
+	}, 2*time.Second, 20*time.Millisecond, "mount B shows A's changes well before its 10 s attribute timeout")
 }
 
 // raceResult is one acknowledged (or refused) edit of the race.

@@ -42,6 +42,9 @@ type AuditEntry struct {
 	Refused       provider.Code `json:",omitempty"` // "": a completed mutation
 	Reason        string        `json:",omitempty"` // why it was refused
 	Suppressed    uint64        `json:",omitempty"` // refusals of the same key left out before this one
+	// Daemon names the daemon that recorded the entry, on a shared store
+	// (host/pid/random); "" on Badger.
+	Daemon string `json:",omitempty"`
 }
 
 // IsRefusal reports whether e records a refused attempt rather than a
@@ -139,27 +142,30 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 	if e.Time.IsZero() {
 		e.Time = s.opts.Now()
 	}
+	stored := e
+	stored.Key = s.storedKey(e.Key)
+	if s.shared {
+		// Subscribers get it from the engine's watch, in seq order with
+		// every other daemon's entries (see shared_feed.go).
+		stored.Daemon = s.owner
+		s.seqMu.Lock()
+		defer s.seqMu.Unlock()
+		if _, err := s.appendShared(stored); err != nil {
+			return fmt.Errorf("append audit entry for %s: %w", e.Path, err)
+		}
+		return nil
+	}
 	// The seq is assigned and the entry published under the feed's lock,
 	// so subscribers see entries in seq order.
 	s.feed.mu.Lock()
 	defer s.feed.mu.Unlock()
-	stored := e
-	stored.Key = s.storedKey(e.Key)
-	if s.shared {
-		seq, err := s.appendShared(stored)
-		if err != nil {
-			return fmt.Errorf("append audit entry for %s: %w", e.Path, err)
-		}
-		e.Seq = seq
-	} else {
-		e.Seq = s.auditSeq.next()
-		stored.Seq = e.Seq
-		val, err := json.Marshal(stored)
-		if err != nil {
-			return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
-		}
-		s.buf.put(auditKey(e.Seq), val, false)
+	e.Seq = s.auditSeq.next()
+	stored.Seq = e.Seq
+	val, err := json.Marshal(stored)
+	if err != nil {
+		return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
 	}
+	s.buf.put(auditKey(e.Seq), val, false)
 	s.feed.publish(e)
 	return nil
 }

@@ -66,9 +66,14 @@ func NewEngine(store *Store, fs provider.FileSystem) *Engine {
 // newEngine returns an Engine with an empty decider slot (unguarded until a
 // decider registers).
 func newEngine(store *Store, fs provider.FileSystem) *Engine {
-	return &Engine{store: store, fs: fs,
+	e := &Engine{store: store, fs: fs,
 		refusals: newRefusalLimiter(store.opts.RefusalInterval, store.opts.RefusalKeys),
 		own:      newOwnChanges(store.opts.Now)}
+	if store.shared {
+		fn := e.remoteChange
+		store.onRemote.Store(&fn)
+	}
+	return e
 }
 
 // RegisterDecider puts d in the single decider slot. It returns false, and
@@ -125,21 +130,25 @@ func (e *Engine) currentDecider() Decider {
 // begin checks that a's session is open and marks it used. A shared store
 // that cannot be reached is FS_IO_ERROR.
 func (e *Engine) begin(a Actor) error {
-	if a.Session == "" {
-		return nil
-	}
-	err := e.store.UseSession(a.Session)
+	err := e.useSession(a)
 	if errors.Is(err, ErrStoreUnavailable) {
 		return storeError("session", "", err)
 	}
 	return err
 }
 
+func (e *Engine) useSession(a Actor) error {
+	if a.Session == "" {
+		return nil
+	}
+	return e.store.UseSession(a.Session)
+}
+
 // beginRead is begin for a read: when the store cannot be reached the read
 // is still answered, as the actor without a session (it records nothing,
 // so a later guarded change needs a new read).
 func (e *Engine) beginRead(a Actor) (Actor, error) {
-	err := e.begin(a)
+	err := e.useSession(a)
 	if errors.Is(err, ErrStoreUnavailable) {
 		e.store.log.Warn("answering a read without recording it: the policy store is unavailable", "session", a.Session, "err", err)
 		a.Session = ""

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dshmount/dshmount/policy/kv"
@@ -70,7 +71,8 @@ func (s *Store) startShared() error {
 	}
 	s.auditSeq.last.Store(cur) // newFeed takes cur+1, the value just reserved
 	s.feed = newFeed(s)
-	return nil
+	s.sharedSeq.Store(cur + 1)
+	return s.startFeedWatch()
 }
 
 // sharedCounter reads the audit counter (0 when there is none yet).
@@ -96,7 +98,7 @@ func counterCond(cur uint64) kv.Cond {
 // the shared counter and returns that seq. The caller holds the feed's
 // lock, so this daemon's entries are numbered in the order they publish.
 func (s *Store) appendShared(e AuditEntry) (uint64, error) {
-	cur := s.auditSeq.last.Load()
+	cur := s.sharedSeq.Load()
 	for {
 		e.Seq = cur + 1
 		val, err := json.Marshal(e)
@@ -109,7 +111,7 @@ func (s *Store) appendShared(e AuditEntry) (uint64, error) {
 			return 0, unavailable(err)
 		}
 		if ok {
-			s.auditSeq.last.Store(e.Seq)
+			s.sharedSeq.Store(e.Seq)
 			return e.Seq, nil
 		}
 		if cur, err = s.sharedCounter(); err != nil {
@@ -320,10 +322,10 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 		return ErrClosed
 	}
 	stored := entry
-	stored.Key = s.storedKey(entry.Key)
-	s.feed.mu.Lock()
-	defer s.feed.mu.Unlock()
-	cur := s.auditSeq.last.Load()
+	stored.Key, stored.Daemon = s.storedKey(entry.Key), s.owner
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	cur := s.sharedSeq.Load()
 	for {
 		stored.Seq = cur + 1
 		val, err := json.Marshal(stored)
@@ -337,9 +339,7 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 			return unavailable(err) // the claim expires by itself; the session must read again
 		}
 		if ok {
-			s.auditSeq.last.Store(stored.Seq)
-			entry.Seq = stored.Seq
-			s.feed.publish(entry)
+			s.sharedSeq.Store(stored.Seq) // subscribers get it from the watch
 			return nil
 		}
 		next, err := s.sharedCounter()
@@ -357,18 +357,20 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 }
 
 // storeError is the provider error a caller gets when the store failed:
-// FS_IO_ERROR "policy store unavailable: …" when it cannot be reached.
+// FS_IO_ERROR "policy store unavailable: …" when it cannot be reached. The
+// message carries the cause's text (once); the cause itself is not kept.
 func storeError(op, path string, err error) error {
 	var pe *provider.Error
 	if errors.As(err, &pe) {
 		return err
 	}
 	if errors.Is(err, errClaimed) {
-		return provider.NewError(provider.CodeIOError, op, path, err, "%v; nothing was changed, retry", err)
+		return provider.NewError(provider.CodeIOError, op, path, nil, "%v; nothing was changed, retry", err)
 	}
 	if errors.Is(err, ErrStoreUnavailable) {
-		return provider.NewError(provider.CodeIOError, op, path, err,
-			"policy store unavailable: %v; nothing was changed, retry once it is back", err)
+		detail := strings.ReplaceAll(err.Error(), ErrStoreUnavailable.Error()+": ", "")
+		return provider.NewError(provider.CodeIOError, op, path, nil,
+			"policy store unavailable: %s; nothing was changed, retry once it is back", detail)
 	}
-	return provider.NewError(provider.CodeIOError, op, path, err, "policy store: %v", err)
+	return provider.NewError(provider.CodeIOError, op, path, nil, "policy store: %v", err)
 }

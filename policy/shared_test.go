@@ -236,11 +236,11 @@ func TestShared_StoreUnavailable_RefusesMutationsReadsGoOnRecovers(t *testing.T)
 	assert.Equal(t, "one\n", string(b), "nothing let through")
 	assert.NoFileExists(t, filepath.Join(root, "new.txt"))
 
+	_, err = d.e.Edit(ctx, a, tg, provider.EditRequest{OldString: "one", NewString: "two"}, Guard{})
+	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "still down: %v", err)
+
 	require.NoError(t, srv.Restart())
-	require.Eventually(t, func() bool {
-		_, _, err := d.e.Read(ctx, a, tg)
-		return err == nil
-	}, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return d.store.UseSession(a.Session) == nil }, 20*time.Second, 50*time.Millisecond)
 	_, err = d.e.Edit(ctx, a, tg, provider.EditRequest{OldString: "one", NewString: "two"}, Guard{})
 	require.NoError(t, err, "work resumes by itself")
 }
@@ -300,4 +300,62 @@ func TestShared_LookupSessionWhileUnavailable(t *testing.T) {
 	require.ErrorIs(t, a.UseSession(sess.ID), ErrStoreUnavailable, "using it needs the store")
 	_, err = a.OpenSession("new")
 	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "got %v", err)
+}
+
+// The change feed of a shared store carries every daemon's changes in seq
+// order, and each Engine hears of the other daemons' changes as external
+// ones (its mount drops the kernel's cache of them).
+func TestShared_FeedCarriesEveryDaemonsChanges(t *testing.T) {
+	srv := startEtcd(t)
+	root := t.TempDir()
+	a, b := newDaemon(t, srv, root, quietOptions()), newDaemon(t, srv, root, quietOptions())
+	var mu sync.Mutex
+	var heardOnB []Event
+	b.e.AddObserver(func(_ context.Context, ev Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		heardOnB = append(heardOnB, ev)
+		return nil
+	})
+	sub, err := a.store.Subscribe(a.store.LastSeq(), 0)
+	require.NoError(t, err)
+	defer sub.Close()
+	ctx := context.Background()
+	const n = 6
+	for i := range n {
+		d := []daemon{a, b}[i%2]
+		_, err := d.e.Write(ctx, Actor{Channel: ChannelSocket}, d.fs.TargetForRel(fmt.Sprint("f", i)), "x\n", Guard{})
+		require.NoError(t, err)
+	}
+	var got []AuditEntry
+	for len(got) < n {
+		select {
+		case it := <-sub.C:
+			require.False(t, it.Lost)
+			got = append(got, it.Entry)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("feed delivered %d of %d changes", len(got), n)
+		}
+	}
+	for i, e := range got {
+		assert.Equal(t, fmt.Sprint("f", i), e.Path, "commit order")
+		assert.Equal(t, filepath.Join(root, e.Path), string(e.Key), "this host's key")
+		if i > 0 {
+			assert.Greater(t, e.Seq, got[i-1].Seq)
+		}
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(heardOnB) >= n
+	}, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	var external []string
+	for _, ev := range heardOnB {
+		if ev.Actor.Channel == ChannelExternal {
+			external = append(external, ev.Target.DisplayPath)
+		}
+	}
+	assert.Equal(t, []string{"f0", "f2", "f4"}, external, "B hears A's changes as external, its own as they were")
 }

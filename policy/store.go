@@ -43,9 +43,15 @@ type Store struct {
 	opts   Options
 	log    *slog.Logger
 
-	buf        *writeBuffer
-	digests    digests
-	auditSeq   *sequence
+	buf      *writeBuffer
+	digests  digests
+	auditSeq *sequence
+	// On a shared store: the counter value this daemon last saw (the
+	// guess for its next compare-and-swap), seqMu serializing its appends,
+	// and onRemote, told of every other daemon's change (set by the Engine).
+	sharedSeq  atomic.Uint64
+	seqMu      sync.Mutex
+	onRemote   atomic.Pointer[func(AuditEntry)]
 	feed       *feed // live subscribers of the audit log's changes
 	sessMu     sync.RWMutex
 	sessions   map[SessionID]*sessionState
