@@ -37,7 +37,7 @@ bench: build
 
 ## bench-go: Go benchmarks of every package (ns/op, allocs)
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./policy/... ./control/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./policy/... ./control/... ./overlay/...
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

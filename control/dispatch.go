@@ -26,7 +26,7 @@ type withAfter struct {
 
 // handlers returns the method table.
 func (s *Server) handlers() map[string]handler {
-	return map[string]handler{
+	t := map[string]handler{
 		MethodSessionOpen:  s.sessionOpen,
 		MethodSessionClose: s.sessionClose,
 		MethodSessionBind:  s.sessionBind,
@@ -43,6 +43,8 @@ func (s *Server) handlers() map[string]handler {
 		MethodLog:          s.auditLog,
 		MethodStatus:       s.status,
 	}
+	s.branchMethods(t)
+	return t
 }
 
 // handleLine decodes one request line, runs it and returns the encoded
@@ -166,7 +168,8 @@ func (s *Server) callAs(ctx context.Context, c *conn, method string, h handler, 
 func methodNames() []string {
 	return []string{MethodSessionOpen, MethodSessionClose, MethodSessionBind, MethodStat, MethodList,
 		MethodRead, MethodWrite, MethodEdit, MethodPatch, MethodDelete, MethodMove, MethodWatch,
-		MethodUnwatch, MethodLog, MethodStatus}
+		MethodUnwatch, MethodLog, MethodStatus, MethodBranchCreate, MethodBranchList, MethodBranchDiff,
+		MethodBranchCommit, MethodBranchDiscard}
 }
 
 // validID reports whether a raw id is a string, a number or null.

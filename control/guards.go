@@ -18,7 +18,7 @@ func (s *Server) resolve(ctx context.Context, field, path, cwd string) (provider
 	if err := checkCwd(cwd); err != nil {
 		return provider.Target{}, err
 	}
-	t, err := s.fs.Resolve(ctx, path, provider.ResolveOptions{Cwd: cwd})
+	t, err := s.fsys(ctx).Resolve(ctx, path, provider.ResolveOptions{Cwd: cwd})
 	if err != nil {
 		return provider.Target{}, fmt.Errorf("resolve %s: %w", path, err)
 	}

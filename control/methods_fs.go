@@ -16,11 +16,15 @@ func (s *Server) stat(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err := decodeParams(MethodStat, params, &p); err != nil {
 		return nil, err
 	}
+	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
 	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.engine.Stat(ctx, a, t)
+	info, err := s.eng(ctx).Stat(ctx, a, t)
 	res := StatResult{DisplayPath: t.DisplayPath}
 	if provider.CodeOf(err) == provider.CodeNotFound {
 		return res, nil
@@ -41,9 +45,13 @@ func (s *Server) stat(ctx context.Context, c *conn, params json.RawMessage) (any
 }
 
 // list lists a directory's direct children in name order.
-func (s *Server) list(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) list(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p ListParams
 	if err := decodeParams(MethodList, params, &p); err != nil {
+		return nil, err
+	}
+	ctx, err := s.inBranch(ctx, c, "", p.Branch)
+	if err != nil {
 		return nil, err
 	}
 	if p.Path == "" {
@@ -53,7 +61,7 @@ func (s *Server) list(ctx context.Context, _ *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	entries, err := s.fs.ListDir(ctx, t)
+	entries, err := s.fsys(ctx).ListDir(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", t.DisplayPath, err)
 	}
@@ -74,6 +82,10 @@ func (s *Server) list(ctx context.Context, _ *conn, params json.RawMessage) (any
 func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p ReadParams
 	if err := decodeParams(MethodRead, params, &p); err != nil {
+		return nil, err
+	}
+	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	if err != nil {
 		return nil, err
 	}
 	offset, limit, maxBytes := 1, DefaultReadLimit, int64(DefaultReadMaxBytes)
@@ -99,7 +111,7 @@ func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	text, info, err := s.engine.Read(ctx, a, t)
+	text, info, err := s.eng(ctx).Read(ctx, a, t)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 	}
@@ -116,6 +128,10 @@ func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err := decodeParams(MethodWrite, params, &p); err != nil {
 		return nil, err
 	}
+	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
 	g, err := writeGuard(p.Expected, p.Unconditional, "expected")
 	if err != nil {
 		return nil, err
@@ -124,7 +140,7 @@ func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.engine.Write(ctx, a, t, p.Content, g)
+	out, err := s.eng(ctx).Write(ctx, a, t, p.Content, g)
 	err = existsOnCreate(err, t, p.Expected, "", "the write")
 	if err := s.mutationDone("write", t, err); err != nil {
 		return nil, err
@@ -143,6 +159,10 @@ func (s *Server) edit(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err := decodeParams(MethodEdit, params, &p); err != nil {
 		return nil, err
 	}
+	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
 	if p.OldString == "" {
 		return nil, invalidParams("oldString must not be empty; to write a whole file use fs.write")
 	}
@@ -154,7 +174,7 @@ func (s *Server) edit(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.engine.Edit(ctx, a, t, provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}, g)
+	out, err := s.eng(ctx).Edit(ctx, a, t, provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}, g)
 	if err := s.mutationDone("edit", t, err); err != nil {
 		return nil, err
 	}
@@ -167,6 +187,10 @@ func (s *Server) delete(ctx context.Context, c *conn, params json.RawMessage) (a
 	if err := decodeParams(MethodDelete, params, &p); err != nil {
 		return nil, err
 	}
+	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
 	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
 	if err != nil {
 		return nil, err
@@ -175,7 +199,7 @@ func (s *Server) delete(ctx context.Context, c *conn, params json.RawMessage) (a
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.engine.Delete(ctx, a, t, g)
+	out, err := s.eng(ctx).Delete(ctx, a, t, g)
 	if err := s.mutationDone("delete", t, err); err != nil {
 		return nil, err
 	}
@@ -186,6 +210,10 @@ func (s *Server) delete(ctx context.Context, c *conn, params json.RawMessage) (a
 func (s *Server) move(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p MoveParams
 	if err := decodeParams(MethodMove, params, &p); err != nil {
+		return nil, err
+	}
+	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	if err != nil {
 		return nil, err
 	}
 	srcG, err := versionGuard(p.ExpectedSource, p.Unconditional, "expectedSource")
@@ -208,7 +236,7 @@ func (s *Server) move(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, s.refusedEarly(a, policy.OpMove, p.To, err)
 	}
-	out, err := s.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
+	out, err := s.eng(ctx).Move(ctx, a, src, dst, nil, srcG, dstG)
 	err = existsOnCreate(err, dst, p.ExpectedDestination, "the destination ", "the move")
 	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 )
 
@@ -27,9 +28,19 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 	if strings.ContainsRune(p.Name, 0) {
 		return nil, invalidParams("session name contains a NUL byte")
 	}
+	if p.Branch != "" {
+		if _, err := s.branchEngine(p.Branch); err != nil {
+			return nil, err
+		}
+	}
 	sess, err := s.store.OpenOwnedSession(p.Name, c.actor.UID)
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
+	}
+	if p.Branch != "" {
+		if err := s.setSessionBranch(sess.ID, p.Branch); err != nil {
+			return nil, err
+		}
 	}
 	c.opened(sess.ID)
 	s.names.opened(sess.ID, p.Name)
@@ -178,7 +189,7 @@ func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) 
 			Seq: e.Seq, Time: e.Time, Path: e.Path, Op: e.Op,
 			Session: e.Actor.Session, SessionName: s.names.name(e.Actor.Session), Channel: e.Actor.Channel, PID: e.Actor.PID, UID: e.Actor.UID,
 			Before: e.Before, After: e.After, To: e.To, Unconditional: e.Unconditional, Detail: e.Detail,
-			Refused: e.Refused, Reason: e.Reason, Suppressed: e.Suppressed,
+			Refused: e.Refused, Reason: e.Reason, Suppressed: e.Suppressed, Branch: branch.NameOfKey(e.Key),
 		})
 	}
 	return res, nil

@@ -61,9 +61,16 @@ func (s *Server) patch(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpPatch, "", err)
 	}
+	ctx, err = s.inBranch(ctx, c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := s.preflightPatch(ctx, a, ops, p.Cwd, p.Unconditional)
 	if err != nil {
 		return nil, err
+	}
+	if p.Atomic && ctx.Value(scopeKey{}) == nil {
+		return s.atomicPatch(ctx, a, ops, p.Cwd, p.Unconditional)
 	}
 	return s.commitPatch(ctx, a, plan, p.Unconditional), nil
 }
@@ -189,7 +196,7 @@ func (pf *preflight) state(ctx context.Context, t provider.Target) (f *simFile, 
 	if f, ok := pf.files[t.Key]; ok {
 		return f, nil, false, nil
 	}
-	info, err = pf.s.fs.Stat(ctx, t)
+	info, err = pf.s.fsys(ctx).Stat(ctx, t)
 	if err != nil {
 		return nil, nil, true, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
 	}
@@ -211,7 +218,7 @@ func (pf *preflight) checkWrite(ctx context.Context, t provider.Target) error {
 	if pf.unconditional {
 		return nil
 	}
-	intent, err := pf.s.engine.WriteIntent(ctx, pf.actor, t)
+	intent, err := pf.s.eng(ctx).WriteIntent(ctx, pf.actor, t)
 	if err != nil {
 		return pf.s.explain(err, t)
 	}
@@ -250,9 +257,9 @@ func (pf *preflight) checkExisting(ctx context.Context, t provider.Target, load 
 	if !pf.unconditional {
 		var guard *provider.VersionGuard
 		if load {
-			guard, err = pf.s.engine.EditIntent(ctx, pf.actor, t)
+			guard, err = pf.s.eng(ctx).EditIntent(ctx, pf.actor, t)
 		} else {
-			guard, err = pf.s.engine.DeleteIntent(ctx, pf.actor, t)
+			guard, err = pf.s.eng(ctx).DeleteIntent(ctx, pf.actor, t)
 		}
 		if err != nil {
 			return nil, guardRefusal{pf.s.explain(err, t)}
@@ -271,7 +278,7 @@ func (pf *preflight) checkExisting(ctx context.Context, t provider.Target, load 
 			"%s is a %s, not a regular file", t.DisplayPath, info.Type)
 	}
 	if load {
-		text, err := pf.s.fs.ReadText(ctx, t)
+		text, err := pf.s.fsys(ctx).ReadText(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 		}
@@ -302,13 +309,13 @@ func (s *Server) commitPatch(ctx context.Context, a policy.Actor, plan []planned
 		switch {
 		case pl.kind == patch.KindAdd: // the provider creates missing parents
 			var out provider.WriteOutcome
-			out, err = s.engine.Write(ctx, a, pl.target, pl.content, g)
+			out, err = s.eng(ctx).Write(ctx, a, pl.target, pl.content, g)
 			r.Version = out.Version
 		case pl.kind == patch.KindDelete:
-			_, err = s.engine.Delete(ctx, a, pl.target, g)
+			_, err = s.eng(ctx).Delete(ctx, a, pl.target, g)
 		case pl.dest != nil:
 			var out provider.MoveOutcome
-			out, err = s.engine.Move(ctx, a, pl.target, *pl.dest, pl.hunks, g, g)
+			out, err = s.eng(ctx).Move(ctx, a, pl.target, *pl.dest, pl.hunks, g, g)
 			r.Version = out.Destination.Version
 			if err == nil && !out.SourceDeleted && out.SourceFailure != nil {
 				failed = true
@@ -317,7 +324,7 @@ func (s *Server) commitPatch(ctx context.Context, a policy.Actor, plan []planned
 			}
 		default:
 			var out provider.EditOutcome
-			out, err = s.engine.Patch(ctx, a, pl.target, pl.hunks, g)
+			out, err = s.eng(ctx).Patch(ctx, a, pl.target, pl.hunks, g)
 			r.Version = out.Version
 		}
 		target := pl.target

@@ -8,22 +8,19 @@
 //
 // It must not know about FUSE, sockets or the observation policy.
 //
-// # Copy-on-write seam
+// # Branches
 //
-// A later copy-on-write layer (agents writing into a scratch upper directory
-// while the workspace stays untouched) belongs here, as a second
-// provider.FileSystem that View consults before the backend: reads fall
-// through to the lower layer when the upper has no entry, mutations go to the
-// upper layer, and deletions become whiteouts. View already funnels every
-// call through one method per operation, so that layer only has to choose
-// the FileSystem a call goes to; the FUSE layer would map a path to a backing
-// file through the same choice.
+// The copy-on-write layer lives in overlay/branch: a branch is itself a
+// provider.FileSystem (its own target keys, the live workspace below its
+// own changes) that a View wraps with the same rules, so the control socket
+// serves it unchanged. The FUSE layer does not serve branches yet: it maps
+// a path to a backing file descriptor, and a branch needs a node backend
+// that picks the upper or the workspace file per path instead.
 package overlay
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"iter"
 	"path"
 	"strings"
@@ -315,14 +312,6 @@ func (v *View) MoveFile(ctx context.Context, src, dst provider.Target, opts prov
 		return provider.MoveOutcome{}, err
 	}
 	return v.fs.MoveFile(ctx, src, dst, opts)
-}
-
-// Watch implements provider.FileSystem.
-func (v *View) Watch(ctx context.Context, t provider.Target, changed func(err error)) (io.Closer, error) {
-	if err := v.denyHidden("watch", relOfTarget(t)); err != nil {
-		return nil, err
-	}
-	return v.fs.Watch(ctx, t, changed)
 }
 
 // ProcessPath implements provider.FileSystem.

@@ -181,6 +181,17 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	if q.Limit <= 0 {
 		q.Limit = DefaultAuditLimit
 	}
+	// Every entry up to complete was buffered before the flush below
+	// starts (seqs are assigned and buffered under the feed's lock), so
+	// the engine holds all of them after it. A newer entry may be there
+	// while an older one is still buffered (a flush takes the buffer's
+	// shards one by one): reading past complete could skip that older one
+	// for a reader paging with Since. (A shared engine also holds other
+	// daemons' entries, whose seqs this store does not order: no cap.)
+	complete := ^uint64(0)
+	if !s.db.Shared() {
+		complete = s.LastSeq()
+	}
 	if err := s.flush(); err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
@@ -195,6 +206,12 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 		r.Start = auditKey(q.Since + 1)
 	}
 	err := s.db.Scan(context.Background(), r, func(p kv.Pair) error {
+		if auditSeqOf(p.Key) > complete {
+			if forward {
+				return errScanDone
+			}
+			return nil
+		}
 		var e AuditEntry
 		if err := json.Unmarshal(p.Value, &e); err != nil {
 			return fmt.Errorf("decode audit entry %x: %w", p.Key, err)

@@ -80,6 +80,12 @@ type verbOpts struct {
 	hasMaxBytes  bool
 	expectedDest string
 	createDest   bool
+	recursive    bool        // watch -r
+	watchSince   optionalSeq // watch --since
+	atomic       bool        // patch: one journaled commit
+	stat         bool        // branch diff: a summary per file
+	asPatch      bool        // branch diff: an apply_patch text
+	keep         bool        // branch commit: keep the branch, empty
 }
 
 // clientEnv is what a verb's action works with.
@@ -94,6 +100,7 @@ type clientEnv struct {
 	version       string
 	create        bool
 	unconditional bool
+	branch        string // --branch: act in this branch
 	opts          verbOpts
 }
 
@@ -115,6 +122,9 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	var session string
 	fs.StringVar(&session, "session", "", "session to act for (default $"+envSession+"; empty: a session private to this one call)")
 	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
+	if v.paths && v.name != "watch" && v.name != "log" {
+		fs.StringVar(&e.branch, "branch", "", "act in this branch (see 'dshmount branch') instead of the workspace")
+	}
 	fs.BoolVar(&e.json, "json", false, "print the raw JSON result; on failure the object {code, message, path} (stdout, as well as the line on stderr)")
 	switch v.guard {
 	case versionOnly:

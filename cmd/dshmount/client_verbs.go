@@ -50,6 +50,7 @@ func clientVerbs() []clientVerb {
 		{name: "patch", paths: true, summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
+				fs.BoolVar(&o.atomic, "atomic", false, "apply every operation through one journaled commit, or none (a crash included)")
 			},
 			help: "Applies a '*** Begin Patch' ... '*** End Patch' text. Every operation is checked\nfirst (guards and hunks); if any check fails nothing is written. Operations then run\nin order; if one fails at commit time the rest do not run and the result lists what\nwas applied (exit status 1)."},
 		{name: "mv", paths: true, summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
@@ -60,8 +61,8 @@ func clientVerbs() []clientVerb {
 			help: "Publishes FROM at TO, then removes FROM. FROM is guarded like an edit (--version V),\nTO like a write (--create or --dest-version V)."},
 		{name: "rm", paths: true, summary: "delete a file", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doDelete,
 			help: "Deletes a regular file the session has read at its current version (or pass\n--version V)."},
-		{name: "watch", paths: true, summary: "print changes of a file or directory until interrupted", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doWatch,
-			help: "Prints one line per change ('modified PATH VERSION', 'removed PATH') until\ninterrupted."},
+		{name: "watch", paths: true, summary: "print changes of a file or directory (-r: the whole tree) until interrupted", synopsis: "[-r] [--since SEQ] PATH",
+			minArgs: 1, maxArgs: 1, flags: watchFlags, do: doWatch, help: watchHelp},
 		{name: "log", paths: true, summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
@@ -72,6 +73,7 @@ func clientVerbs() []clientVerb {
 				fs.BoolVar(&o.git, "git", false, "show the entries under .git/ directories too (hidden by default)")
 			},
 			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH, or with\n--path P about anything under P. Entries under .git/ directories (git's own objects,\nindex and refs) are left out unless --git is given or the path asked for is in .git.\nAn editor's save that writes a temporary file and renames it over the file shows as\none 'save' line (--json lists the entries as they are). With --session S (given on\nthe command line; $DSH_SESSION does not apply here) only S's entries. Refusals\nrepeated within a second (the kernel retries ESTALE) are logged once, the next entry\ncounting the ones left out."},
+		branchVerb(),
 	}
 }
 
@@ -132,7 +134,7 @@ func doSession(ctx context.Context, e *clientEnv) error {
 }
 
 func doStat(ctx context.Context, e *clientEnv) error {
-	st, err := e.client.Stat(ctx, control.StatParams{Path: e.args[0], Cwd: e.cwd, Session: e.session})
+	st, err := e.client.Stat(ctx, control.StatParams{Branch: e.branch, Path: e.args[0], Cwd: e.cwd, Session: e.session})
 	if err != nil {
 		return err
 	}
@@ -154,7 +156,7 @@ func doList(ctx context.Context, e *clientEnv) error {
 	if len(e.args) == 1 {
 		path = e.args[0]
 	}
-	res, err := e.client.List(ctx, control.ListParams{Path: path, Cwd: e.cwd})
+	res, err := e.client.List(ctx, control.ListParams{Branch: e.branch, Path: path, Cwd: e.cwd})
 	if err != nil {
 		return err
 	}
@@ -174,7 +176,7 @@ func doList(ctx context.Context, e *clientEnv) error {
 }
 
 func doRead(ctx context.Context, e *clientEnv) error {
-	p := control.ReadParams{Path: e.args[0], Cwd: e.cwd, Session: e.session}
+	p := control.ReadParams{Branch: e.branch, Path: e.args[0], Cwd: e.cwd, Session: e.session}
 	if e.opts.hasOffset {
 		p.Offset = &e.opts.offset
 	}
@@ -222,7 +224,7 @@ func doWrite(ctx context.Context, e *clientEnv) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.client.Write(ctx, control.WriteParams{Path: e.args[0], Content: content, Cwd: e.cwd, Session: e.session,
+	res, err := e.client.Write(ctx, control.WriteParams{Branch: e.branch, Path: e.args[0], Content: content, Cwd: e.cwd, Session: e.session,
 		Expected: e.writeExpected(), Unconditional: e.unconditional})
 	if err != nil {
 		return err
@@ -243,7 +245,7 @@ func doEdit(ctx context.Context, e *clientEnv) error {
 	if !e.opts.hasNew {
 		return &usageError{msg: "--new is required (the replacement text; --new '' deletes the --old text)"}
 	}
-	res, err := e.client.Edit(ctx, control.EditParams{Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
+	res, err := e.client.Edit(ctx, control.EditParams{Branch: e.branch, Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
 		ReplaceAll: e.opts.all, Cwd: e.cwd, Session: e.session, Expected: e.versionExpected(), Unconditional: e.unconditional})
 	if err != nil {
 		return err
@@ -265,7 +267,7 @@ func doPatch(ctx context.Context, e *clientEnv) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.client.Patch(ctx, control.PatchParams{Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional})
+	res, err := e.client.Patch(ctx, control.PatchParams{Branch: e.branch, Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic})
 	if err != nil {
 		return err
 	}
@@ -299,7 +301,7 @@ func doPatch(ctx context.Context, e *clientEnv) error {
 }
 
 func doMove(ctx context.Context, e *clientEnv) error {
-	p := control.MoveParams{From: e.args[0], To: e.args[1], Cwd: e.cwd, Session: e.session,
+	p := control.MoveParams{Branch: e.branch, From: e.args[0], To: e.args[1], Cwd: e.cwd, Session: e.session,
 		ExpectedSource: e.versionExpected(), Unconditional: e.unconditional}
 	switch {
 	case e.opts.createDest && e.opts.expectedDest != "":
@@ -325,42 +327,12 @@ func doMove(ctx context.Context, e *clientEnv) error {
 }
 
 func doDelete(ctx context.Context, e *clientEnv) error {
-	res, err := e.client.Delete(ctx, control.DeleteParams{Path: e.args[0], Cwd: e.cwd, Session: e.session,
+	res, err := e.client.Delete(ctx, control.DeleteParams{Branch: e.branch, Path: e.args[0], Cwd: e.cwd, Session: e.session,
 		Expected: e.versionExpected(), Unconditional: e.unconditional})
 	if err != nil {
 		return err
 	}
 	return e.emit(res, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", e.args[0]) })
-}
-
-func doWatch(ctx context.Context, e *clientEnv) error {
-	w, err := e.client.Watch(ctx, control.WatchParams{Path: e.args[0], Cwd: e.cwd})
-	if err != nil {
-		return err
-	}
-	defer w.Close(context.WithoutCancel(ctx))
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.C:
-			if !ok {
-				return fmt.Errorf("the daemon closed the connection")
-			}
-			if err := e.emit(ev, func(out io.Writer) {
-				switch ev.Kind {
-				case control.ChangeModified:
-					fmt.Fprintf(out, "modified %s %s\n", ev.Path, ev.Version)
-				case control.ChangeError:
-					fmt.Fprintf(out, "error %s: %s\n", ev.Path, ev.Error)
-				default:
-					fmt.Fprintf(out, "%s %s\n", ev.Kind, ev.Path)
-				}
-			}); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // inGit reports whether one of the paths is a .git directory or inside one.
@@ -434,6 +406,9 @@ func doLog(ctx context.Context, e *clientEnv) error {
 			}
 			if en.Unconditional {
 				flags += " (unconditional)"
+			}
+			if en.Branch != "" {
+				flags += " (in branch " + en.Branch + ")"
 			}
 			if en.Refused != "" {
 				flags += fmt.Sprintf("  REFUSED %s: %s", en.Refused, en.Reason)

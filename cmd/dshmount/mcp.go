@@ -30,9 +30,10 @@ func runMCP(ctx context.Context, args []string, std stdio) int {
 	socket := fs.String("socket", "", "control socket of the daemon (default $DSH_SOCKET, else the daemon whose mount or workspace holds the current directory)")
 	session := fs.String("session", "", "name of the policy session opened for this client (default \"mcp (pid N)\")")
 	cwd := fs.String("cwd", "", "workspace-relative base directory for relative paths (default: the directory it was started in when that is inside the mount or the workspace, else the workspace root)")
+	branchName := fs.String("branch", "", "make every tool act in this branch (see 'dshmount branch') instead of the workspace")
 	verbose := fs.Bool("v", false, "log each request to stderr")
 	fs.Usage = func() {
-		fmt.Fprint(std.err, `Usage: dshmount mcp [--socket PATH] [--session NAME] [--cwd DIR]
+		fmt.Fprint(std.err, `Usage: dshmount mcp [--socket PATH] [--session NAME] [--cwd DIR] [--branch NAME]
 
 Serve the guarded workspace as a Model Context Protocol server on stdin and
 stdout, for an agent client (Claude Code, Codex, ...). The tools are read,
@@ -95,7 +96,7 @@ Flags:
 		*cwd = shellCwd(ctx, client, *socket)
 	}
 	transport := mcp.StdioTransport(std.in, std.out)
-	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Logger: logger, Version: buildVersion()}, transport)
+	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Branch: *branchName, Logger: logger, Version: buildVersion()}, transport)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
 		return exitUsage

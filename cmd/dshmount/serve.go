@@ -17,6 +17,7 @@ import (
 	runregistry "github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
 	"github.com/dshmount/dshmount/provider/local"
@@ -108,16 +109,22 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			err = fmt.Errorf("close state: %w", cerr)
 		}
 	}()
+	defer store.StartRetention(policy.Retention{MaxAge: cfg.FeedRetention, MaxEntries: cfg.FeedMaxEntries, Interval: cfg.FeedPruneInterval})()
 
 	lfs, err := local.New(cfg.Source, local.Options{Digests: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	defer lfs.Close()
-	view, err := overlay.New(lfs, overlay.Rules{Hide: cfg.Hide, ReadOnly: cfg.ReadOnly})
+	view, err := overlay.New(lfs, overlay.Rules{Hide: append(append([]string(nil), cfg.Hide...), "/"+branch.StagingDir), ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return err
 	}
+	branches, err := openBranches(cfg.StateDir, lfs, log)
+	if err != nil {
+		return err
+	}
+	defer branches.Close()
 	engine := policy.NewEngine(store, view)
 	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
 	if err != nil {
@@ -149,7 +156,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		defer watcher.Close()
 	}
 
-	ctlCfg.Engine, ctlCfg.Binder = engine, bindNotifier{registry, mnt}
+	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt}, branches
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
 		unmount()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/control/mcp"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -29,6 +30,8 @@ type testDaemon struct {
 	// admin is a control client of its own, used to make changes "from
 	// another agent" and to inspect daemon.status.
 	admin *control.Client
+	// branch, when set, is the branch connect's agents act in.
+	branch string
 }
 
 // quietLogger discards logs.
@@ -47,7 +50,10 @@ func startDaemon(t *testing.T) *testDaemon {
 	sockDir, err := os.MkdirTemp("", "dshmcp")
 	require.NoError(t, err)
 	socket := filepath.Join(sockDir, "control.sock")
-	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger()})
+	branches, err := branch.Open(t.TempDir(), fs, branch.Options{Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = branches.Close() })
+	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger(), Branches: branches})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -120,7 +126,7 @@ func (d *testDaemon) connectVia(t *testing.T, name string, wrap func(*control.Cl
 	ctx := context.Background()
 	client, err := control.Dial(d.socket)
 	require.NoError(t, err)
-	conn, err := mcp.Open(ctx, mcp.Config{Daemon: wrap(client), SessionName: name, Logger: quietLogger()})
+	conn, err := mcp.Open(ctx, mcp.Config{Daemon: wrap(client), SessionName: name, Logger: quietLogger(), Branch: d.branch})
 	require.NoError(t, err)
 	serverT, clientT := sdk.NewInMemoryTransports()
 	done := make(chan error, 1)

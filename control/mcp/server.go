@@ -44,6 +44,9 @@ type Config struct {
 	SessionName string
 	// Cwd is the base of relative paths ("" = the workspace root).
 	Cwd string
+	// Branch, when set, makes every tool act in that branch (the session's
+	// default branch) instead of the workspace.
+	Branch string
 	// Logger receives diagnostics; nil discards them. It must not write to
 	// the protocol stream.
 	Logger *slog.Logger
@@ -82,7 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	id, err := cfg.Daemon.OpenSessionWith(ctx, control.SessionOpenParams{Name: cfg.SessionName, Channel: policy.ChannelMCP})
+	id, err := cfg.Daemon.OpenSessionWith(ctx, control.SessionOpenParams{Name: cfg.SessionName, Channel: policy.ChannelMCP, Branch: cfg.Branch})
 	if err != nil {
 		return nil, fmt.Errorf("open a policy session: %w", err)
 	}

@@ -74,6 +74,9 @@ type EditOutput struct {
 // PatchInput is the arguments of the apply_patch tool.
 type PatchInput struct {
 	Patch string `json:"patch" jsonschema:"the whole patch text, from '*** Begin Patch' to '*** End Patch'"`
+	// Atomic commits every operation through one journaled commit: all are
+	// applied or none, even if the daemon is killed part way.
+	Atomic bool `json:"atomic,omitempty" jsonschema:"apply every operation or none, even across a crash (default false)"`
 }
 
 // PatchOperation is one operation in the apply_patch result.
@@ -173,7 +176,7 @@ var (
 +	updated()
 *** Delete File: obsolete.txt
 *** End Patch
-` + guardRules + ` Every operation is checked before anything is written; a syntax error, a refusal or a hunk that does not match applies nothing and is reported as an error. If a commit stops part way (a file changed during the patch) the result is not an error: it lists each operation as applied, failed or not-run, and the applied ones stay on disk. ` + errorCodes,
+` + guardRules + ` Every operation is checked before anything is written; a syntax error, a refusal or a hunk that does not match applies nothing and is reported as an error. If a commit stops part way (a file changed during the patch) the result is not an error: it lists each operation as applied, failed or not-run, and the applied ones stay on disk. With atomic: true the operations are applied in one journaled commit instead: all of them or none, even if the daemon is killed part way; a file changed meanwhile refuses the whole patch (FS_STALE_VERSION). ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}},
 		usage: `apply_patch {"patch": "*** Begin Patch\n...\n*** End Patch"}`,
 	}

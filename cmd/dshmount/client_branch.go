@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dshmount/dshmount/control"
+)
+
+// branchVerb is "dshmount branch": create, list, diff, commit, discard.
+func branchVerb() clientVerb {
+	return clientVerb{name: "branch", summary: "create, list, review, commit or discard a copy-on-write branch",
+		synopsis: "create NAME | list | diff NAME [--stat] [--patch] | commit NAME [--keep] | discard NAME",
+		minArgs:  1, maxArgs: 2, do: doBranch,
+		flags: func(fs *flag.FlagSet, o *verbOpts) {
+			fs.BoolVar(&o.stat, "stat", false, "diff: one line per changed file and the lines added and removed")
+			fs.BoolVar(&o.asPatch, "patch", false, "diff: print the changes as an apply_patch text instead of a unified diff")
+			fs.BoolVar(&o.keep, "keep", false, "commit: keep the branch, empty, over the new workspace state")
+		},
+		help: "A branch is a named copy-on-write layer over the workspace: requests with its name\n" +
+			"(the branch parameter of the socket methods, session.open {branch}) change only the\n" +
+			"branch; files it has not changed show the live workspace.\n\n" +
+			"  create NAME     make an empty branch (NAME: 1-64 of A-Z a-z 0-9 . _ -)\n" +
+			"  list            the branches, when made, how many paths each changed\n" +
+			"  diff NAME       what the branch changed, as a unified diff 'git apply' takes\n" +
+			"                  (binary files named only); --stat summarises, --patch prints an\n" +
+			"                  apply_patch text\n" +
+			"  commit NAME     apply every change to the workspace, all or nothing: if the\n" +
+			"                  workspace changed a path since the branch started from it,\n" +
+			"                  nothing is applied (FS_STALE_VERSION naming the paths, exit 1)\n" +
+			"                  and the branch stays; --keep keeps the branch, empty\n" +
+			"  discard NAME    drop the branch and everything in it"}
+}
+
+func doBranch(ctx context.Context, e *clientEnv) error {
+	sub := e.args[0]
+	name := ""
+	if len(e.args) > 1 {
+		name = e.args[1]
+	}
+	needName := func() error {
+		if name == "" {
+			return &usageError{msg: fmt.Sprintf("branch %s needs a branch name", sub)}
+		}
+		return nil
+	}
+	switch sub {
+	case "create":
+		if err := needName(); err != nil {
+			return err
+		}
+		info, err := e.client.BranchCreate(ctx, control.BranchCreateParams{Name: name})
+		if err != nil {
+			return err
+		}
+		return e.emit(info, func(w io.Writer) { fmt.Fprintf(w, "created branch %s\n", info.Name) })
+	case "list":
+		if name != "" {
+			return &usageError{msg: "branch list takes no name"}
+		}
+		res, err := e.client.BranchList(ctx)
+		if err != nil {
+			return err
+		}
+		return e.emit(res, func(w io.Writer) {
+			for _, b := range res.Branches {
+				fmt.Fprintf(w, "%-24s %4d changed  created %s\n", b.Name, b.Changed, b.Created.Local().Format(time.RFC3339))
+			}
+		})
+	case "diff":
+		if err := needName(); err != nil {
+			return err
+		}
+		return doBranchDiff(ctx, e, name)
+	case "commit":
+		if err := needName(); err != nil {
+			return err
+		}
+		res, err := e.client.BranchCommit(ctx, control.BranchCommitParams{Name: name, Keep: e.opts.keep, Session: string(e.session)})
+		if err != nil {
+			return err
+		}
+		return e.emit(res, func(w io.Writer) {
+			for _, f := range res.Files {
+				what := "wrote  "
+				if f.Deleted {
+					what = "deleted"
+				}
+				fmt.Fprintf(w, "%s %s\n", what, f.Path)
+			}
+			fmt.Fprintf(w, "committed branch %s: %d files", name, len(res.Files))
+			if res.Kept {
+				fmt.Fprintf(w, " (the branch is kept, empty)")
+			}
+			fmt.Fprintln(w)
+		})
+	case "discard":
+		if err := needName(); err != nil {
+			return err
+		}
+		if err := e.client.BranchDiscard(ctx, name); err != nil {
+			return err
+		}
+		return e.emit(control.Empty{}, func(w io.Writer) { fmt.Fprintf(w, "discarded branch %s\n", name) })
+	}
+	return &usageError{msg: fmt.Sprintf("unknown branch command %q; expected create, list, diff, commit or discard", sub)}
+}
+
+// doBranchDiff streams every page of a branch's diff.
+func doBranchDiff(ctx context.Context, e *clientEnv, name string) error {
+	if e.opts.stat && e.opts.asPatch {
+		return &usageError{msg: "--stat and --patch exclude each other"}
+	}
+	w := e.io.out
+	offset := 0
+	var all []control.BranchDiffResult
+	if e.opts.asPatch && !e.json {
+		fmt.Fprintln(w, "*** Begin Patch")
+	}
+	for {
+		page, err := e.client.BranchDiff(ctx, control.BranchDiffParams{Name: name, Offset: offset})
+		if err != nil {
+			return err
+		}
+		switch {
+		case e.json:
+			all = append(all, *page)
+		case e.opts.stat:
+			printDiffStat(w, page)
+		case e.opts.asPatch:
+			if err := printApplyPatch(w, page); err != nil {
+				return err
+			}
+		default:
+			fmt.Fprint(w, page.Diff)
+		}
+		if page.Next == nil {
+			break
+		}
+		offset = *page.Next
+	}
+	if e.json {
+		return e.emit(all, nil)
+	}
+	if e.opts.asPatch {
+		fmt.Fprintln(w, "*** End Patch")
+	}
+	return nil
+}
+
+// printDiffStat prints "status path +added -removed" per file of a page.
+func printDiffStat(w io.Writer, page *control.BranchDiffResult) {
+	counts := map[string][2]int{}
+	cur := ""
+	sc := bufio.NewScanner(strings.NewReader(page.Diff))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, "diff --git "):
+			cur = l[strings.LastIndex(l, " b/")+3:]
+		case strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- "):
+		case strings.HasPrefix(l, "+"):
+			c := counts[cur]
+			c[0]++
+			counts[cur] = c
+		case strings.HasPrefix(l, "-"):
+			c := counts[cur]
+			c[1]++
+			counts[cur] = c
+		}
+	}
+	for _, f := range page.Files {
+		c := counts[f.Path]
+		name := f.Path
+		if f.From != "" {
+			name = f.From + " -> " + f.Path
+		}
+		if f.Binary {
+			fmt.Fprintf(w, "%-9s %s (binary)\n", f.Status, name)
+			continue
+		}
+		fmt.Fprintf(w, "%-9s %s +%d -%d\n", f.Status, name, c[0], c[1])
+	}
+}
+
+// printApplyPatch turns a page's unified diff into apply_patch operations.
+func printApplyPatch(w io.Writer, page *control.BranchDiffResult) error {
+	byPath := map[string]control.BranchFile{}
+	for _, f := range page.Files {
+		byPath[f.Path] = f
+	}
+	var f control.BranchFile
+	inHunks := false
+	sc := bufio.NewScanner(strings.NewReader(page.Diff))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, "diff --git "):
+			f = byPath[l[strings.LastIndex(l, " b/")+3:]]
+			inHunks = false
+			switch {
+			case f.Binary:
+				return &fsFailure{code: "FS_NOT_TEXT", path: f.Path,
+					msg: "an apply_patch text cannot hold the binary file " + f.Path + "; use the unified diff (without --patch)"}
+			case f.Status == "added":
+				fmt.Fprintf(w, "*** Add File: %s\n", f.Path)
+			case f.Status == "deleted":
+				fmt.Fprintf(w, "*** Delete File: %s\n", f.Path)
+			case f.Status == "renamed":
+				fmt.Fprintf(w, "*** Update File: %s\n*** Move to: %s\n", f.From, f.Path)
+			default:
+				fmt.Fprintf(w, "*** Update File: %s\n", f.Path)
+			}
+		case strings.HasPrefix(l, "@@"):
+			inHunks = true
+			if f.Status != "added" && f.Status != "deleted" {
+				fmt.Fprintln(w, "@@")
+			}
+		case !inHunks || strings.HasPrefix(l, `\ `):
+		case f.Status == "added":
+			fmt.Fprintln(w, l)
+		case f.Status != "deleted":
+			fmt.Fprintln(w, l)
+		}
+	}
+	return nil
+}

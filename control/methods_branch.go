@@ -1,0 +1,301 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// branchMethods registers the branch.* methods in a method table.
+func (s *Server) branchMethods(t map[string]handler) {
+	t[MethodBranchCreate] = s.branchCreate
+	t[MethodBranchList] = s.branchList
+	t[MethodBranchDiff] = s.branchDiff
+	t[MethodBranchCommit] = s.branchCommit
+	t[MethodBranchDiscard] = s.branchDiscard
+}
+
+// branchScopes holds, per branch, the engine that serves the fs.* methods
+// in it (the sessions' default branches are kept by the manager).
+type branchScopes struct {
+	mgr   *branch.Manager
+	rules overlay.Rules
+
+	mu      sync.Mutex
+	engines map[*branch.Branch]*policy.Engine
+}
+
+// newBranchScopes returns the scopes of mgr (nil: branches unsupported).
+func newBranchScopes(mgr *branch.Manager, fs provider.FileSystem) *branchScopes {
+	bs := &branchScopes{mgr: mgr, engines: map[*branch.Branch]*policy.Engine{}}
+	if v, ok := fs.(*overlay.View); ok {
+		bs.rules = v.Rules()
+	}
+	return bs
+}
+
+// scope is where an fs.* request acts: the workspace or a branch.
+type scope struct {
+	engine *policy.Engine
+	fs     provider.FileSystem
+}
+
+type scopeKey struct{}
+
+// eng returns the engine of the request's scope.
+func (s *Server) eng(ctx context.Context) *policy.Engine {
+	if sc, ok := ctx.Value(scopeKey{}).(scope); ok {
+		return sc.engine
+	}
+	return s.engine
+}
+
+// fsys returns the filesystem of the request's scope.
+func (s *Server) fsys(ctx context.Context) provider.FileSystem {
+	if sc, ok := ctx.Value(scopeKey{}).(scope); ok {
+		return sc.fs
+	}
+	return s.fs
+}
+
+// inBranch returns ctx scoped to the named branch, or to the session's
+// default branch when name is empty (the workspace when it has none).
+func (s *Server) inBranch(ctx context.Context, c *conn, session policy.SessionID, name string) (context.Context, error) {
+	if name == "" {
+		if session == "" {
+			c.smu.Lock()
+			session = c.implicit
+			c.smu.Unlock()
+		}
+		if s.br.mgr != nil {
+			name = s.br.mgr.SessionBranch(string(session))
+		}
+		if name == "" {
+			return ctx, nil
+		}
+	}
+	eng, err := s.branchEngine(name)
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, scopeKey{}, scope{engine: eng, fs: eng.FS()}), nil
+}
+
+// branchEngine returns the engine of branch name, making it on first use:
+// the branch under the daemon's hide and read-only rules, guarded by the
+// same observation store (its keys are the branch's own).
+func (s *Server) branchEngine(name string) (*policy.Engine, error) {
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	b, err := s.br.mgr.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	s.br.mu.Lock()
+	defer s.br.mu.Unlock()
+	if e, ok := s.br.engines[b]; ok {
+		return e, nil
+	}
+	v, err := overlay.New(b, s.br.rules)
+	if err != nil {
+		return nil, fmt.Errorf("branch %s: %w", name, err)
+	}
+	e := policy.NewEngine(s.store, v)
+	s.br.engines[b] = e
+	return e, nil
+}
+
+// forget drops the engine of a branch that is gone.
+func (bs *branchScopes) forget(name string) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	for b := range bs.engines {
+		if b.Name() == name {
+			delete(bs.engines, b)
+		}
+	}
+}
+
+// errNoBranches answers branch requests to a daemon without branches.
+var errNoBranches = &callError{obj: ErrorObject{Code: CodeUnavailable,
+	Message: "this daemon keeps no branches (it was started without a state directory for them)"}}
+
+// setSessionBranch makes name the default branch of session.
+func (s *Server) setSessionBranch(session policy.SessionID, name string) error {
+	if _, err := s.branchEngine(name); err != nil {
+		return err
+	}
+	return s.br.mgr.SetSessionBranch(string(session), name)
+}
+
+// branchCreate makes a branch.
+func (s *Server) branchCreate(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p BranchCreateParams
+	if err := decodeParams(MethodBranchCreate, params, &p); err != nil {
+		return nil, err
+	}
+	if p.Mount != "" {
+		return nil, provider.NewError(provider.CodeInvalidArgument, "branch", p.Mount, nil,
+			"branch mounts are not supported yet; create the branch without mount and work in it with the branch parameter of the fs methods")
+	}
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	b, err := s.br.mgr.Create(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("branch created", "branch", p.Name)
+	return BranchInfo{Name: b.Name(), Created: b.Created()}, nil
+}
+
+// branchList lists the branches.
+func (s *Server) branchList(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p Empty
+	if err := decodeParams(MethodBranchList, params, &p); err != nil {
+		return nil, err
+	}
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	res := BranchListResult{Branches: []BranchInfo{}}
+	for _, i := range s.br.mgr.List() {
+		res.Branches = append(res.Branches, BranchInfo{Name: i.Name, Created: i.Created, Changed: i.Changed})
+	}
+	return res, nil
+}
+
+// branchDiff returns one page of a branch's changes and their diff.
+func (s *Server) branchDiff(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p BranchDiffParams
+	if err := decodeParams(MethodBranchDiff, params, &p); err != nil {
+		return nil, err
+	}
+	if p.Offset < 0 || p.Limit < 0 {
+		return nil, invalidParams("offset and limit must not be negative")
+	}
+	if p.Limit == 0 {
+		p.Limit = DefaultDiffLimit
+	}
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	b, err := s.br.mgr.Get(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	page, err := b.Diff(ctx, p.Offset, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("diff branch %s: %w", p.Name, err)
+	}
+	res := BranchDiffResult{Files: make([]BranchFile, 0, len(page.Files)), Diff: page.Diff, Total: page.Total}
+	for _, f := range page.Files {
+		res.Files = append(res.Files, BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary})
+	}
+	if next := p.Offset + len(page.Files); next < page.Total {
+		res.Next = &next
+	}
+	return res, nil
+}
+
+// branchCommit applies a branch to the workspace, all or nothing.
+func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
+	var p BranchCommitParams
+	if err := decodeParams(MethodBranchCommit, params, &p); err != nil {
+		return nil, err
+	}
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	a, err := c.actorFor(policy.SessionID(p.Session))
+	if err != nil {
+		return nil, err
+	}
+	files, err := s.br.mgr.Commit(ctx, p.Name, p.Keep, s.commitHooks(a, "branch "+p.Name+" commit"))
+	if err != nil {
+		return nil, conflictError(err)
+	}
+	if !p.Keep {
+		s.br.forget(p.Name)
+	}
+	s.log.Info("branch committed", "branch", p.Name, "files", len(files), "keep", p.Keep)
+	return BranchCommitResult{Files: committedFiles(files), Kept: p.Keep}, nil
+}
+
+// committedFiles converts a commit's files.
+func committedFiles(files []branch.AppliedFile) []CommittedFile {
+	out := make([]CommittedFile, 0, len(files))
+	for _, f := range files {
+		out = append(out, CommittedFile{Path: f.Target.DisplayPath, Deleted: f.Deleted, Version: string(f.After)})
+	}
+	return out
+}
+
+// commitHooks ties a journaled commit to the workspace engine: its paths
+// are announced (mount write-back, the watcher waits), and each file it
+// changed is recorded for actor a with detail.
+func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
+	return branch.Hooks{
+		Announce: func(ctx context.Context, ts []provider.Target) { s.engine.Announce(ctx, ts...) },
+		Allow: func(rel string) error {
+			if v, ok := s.fs.(*overlay.View); ok && v.Access(rel) != overlay.Visible {
+				return provider.NewError(provider.CodeSandboxDenied, "commit", rel, nil,
+					"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, v.Access(rel), detail)
+			}
+			return nil
+		},
+		Applied: func(ctx context.Context, files []branch.AppliedFile) {
+			for _, f := range files {
+				op := policy.OpWrite
+				if f.Deleted {
+					op = policy.OpDelete
+				}
+				err := s.engine.RecordApplied(ctx, policy.AppliedChange{Actor: a, Op: op, Target: f.Target,
+					Before: f.Before, After: f.After, Deleted: f.Deleted, Detail: detail})
+				if err != nil {
+					s.log.Warn("commit applied but an observer failed", "path", f.Target.DisplayPath, "err", err)
+				}
+			}
+			if err := s.store.Flush(); err != nil {
+				s.log.Warn("commit applied but its records are not written yet", "err", err)
+			}
+		},
+	}
+}
+
+// conflictError turns a commit conflict into an FS_STALE_VERSION error
+// whose data names the conflicting paths.
+func conflictError(err error) error {
+	var ce *branch.ConflictError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	msg := provider.MessageOf(ce.Unwrap())
+	return &callError{obj: ErrorObject{Code: CodeFilesystem, Message: string(provider.CodeStaleVersion) + ": " + msg,
+		Data: &ErrorData{Code: provider.CodeStaleVersion, Message: msg, Conflicts: ce.Paths}}}
+}
+
+// branchDiscard drops a branch.
+func (s *Server) branchDiscard(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p BranchNameParams
+	if err := decodeParams(MethodBranchDiscard, params, &p); err != nil {
+		return nil, err
+	}
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	if err := s.br.mgr.Discard(p.Name); err != nil {
+		return nil, err
+	}
+	s.br.forget(p.Name) // a session defaulting to it now gets "no branch named"
+	s.log.Info("branch discarded", "branch", p.Name)
+	return Empty{}, nil
+}

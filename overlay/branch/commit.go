@@ -1,0 +1,752 @@
+package branch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+// Change is one path of a ChangeSet.
+type Change struct {
+	Path string           // workspace-relative
+	Base provider.Version // what the workspace must hold now: a version, or BaseAbsent
+	// Delete removes the file at Path (Dir: the directory, whose files
+	// the workspace must hold exactly as Manifest lists them).
+	Delete   bool
+	Dir      bool
+	Manifest map[string]provider.Version
+	// MakeDir makes the directory Path when missing.
+	MakeDir bool
+	// Data is a write's content; Source, when set, names a host file
+	// holding it instead.
+	Data   []byte
+	Source string
+	Mode   os.FileMode // 0: the replaced file's mode, else 0644 (a directory: 0755)
+	// Link, when set, makes Path a symbolic link to it (a write).
+	Link string
+}
+
+// ChangeSet is what one commit applies, all or nothing.
+type ChangeSet struct {
+	Label   string // for messages ("branch NAME", "atomic patch")
+	Changes []Change
+}
+
+// AppliedFile is one file a commit changed.
+type AppliedFile struct {
+	Target  provider.Target // the workspace target
+	Deleted bool
+	Before  provider.Version // "" when the file was created
+	After   provider.Version // "" when deleted
+}
+
+// Hooks connect a commit to the daemon's bookkeeping (the policy engine).
+// Both may be nil.
+type Hooks struct {
+	// Announce runs before the commit takes its paths' locks and reads
+	// them: the mount's dirty pages are written back, the watcher learns
+	// the changes are the daemon's own.
+	Announce func(ctx context.Context, ts []provider.Target)
+	// Applied runs after the workspace holds the new state, with every
+	// file changed (audit entries, observations, cache invalidation).
+	Applied func(ctx context.Context, files []AppliedFile)
+	// Allow, when set, vets every path the commit would change (the
+	// view's hide and read-only rules, which may be stricter than when
+	// the branch changed it); an error refuses the whole commit.
+	Allow func(rel string) error
+}
+
+// ConflictError refuses a commit whose paths the workspace changed since
+// the branch (or the patch) read them. It is FS_STALE_VERSION.
+type ConflictError struct {
+	Label string
+	Paths []string // sorted
+}
+
+// Error says what conflicts and what to do.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s: %s", provider.CodeStaleVersion, e.message())
+}
+
+func (e *ConflictError) message() string {
+	list := strings.Join(e.Paths, ", ")
+	if len(e.Paths) > 10 {
+		list = strings.Join(e.Paths[:10], ", ") + fmt.Sprintf(" and %d more", len(e.Paths)-10)
+	}
+	return fmt.Sprintf("the workspace changed %s since %s started from it; nothing was applied: look at the new workspace content, redo the change there (or discard), then commit again", list, e.Label)
+}
+
+// Unwrap makes errors.Is(err, provider.ErrStaleVersion) hold.
+func (e *ConflictError) Unwrap() error {
+	return &provider.Error{Code: provider.CodeStaleVersion, Op: "commit", Message: e.message()}
+}
+
+// Step operations of a journal.
+const (
+	opWrite  = "write"
+	opDelete = "delete"
+	opMkdir  = "mkdir"
+	opRmdir  = "rmdir"
+)
+
+// step is one primitive change of a journaled commit.
+type step struct {
+	Op     string           `json:"op"`
+	Path   string           `json:"path"`
+	Base   provider.Version `json:"base,omitempty"`
+	New    provider.Version `json:"new,omitempty"`
+	Staged string           `json:"staged,omitempty"` // file in the staging dir holding the new content
+	Backup string           `json:"backup,omitempty"` // hard link to the replaced or deleted file
+	Link   string           `json:"link,omitempty"`   // a write that makes a symbolic link to Link
+	Mode   uint32           `json:"mode,omitempty"`   // a made directory's permission bits
+
+	data   []byte
+	source string
+	mode   os.FileMode
+}
+
+// journal is the intent record of one commit.
+type journal struct {
+	ID      string `json:"id"`
+	Label   string `json:"label"`
+	State   string `json:"state"` // "staging", then "applying"
+	Staging string `json:"staging"`
+	Branch  string `json:"branch,omitempty"` // reset (Keep) or removed once applied
+	Keep    bool   `json:"keep,omitempty"`
+	Steps   []step `json:"steps"`
+}
+
+// Journal states.
+const (
+	stateStaging  = "staging"
+	stateApplying = "applying"
+)
+
+// afterApply is run once the workspace holds the new state, before the
+// journal goes (a branch is reset or removed there).
+type afterApply struct {
+	branch string
+	keep   bool
+	run    func() error
+}
+
+// Apply commits cs to the workspace through the journal, all or nothing;
+// a conflict is a *ConflictError and changes nothing.
+func (m *Manager) Apply(ctx context.Context, cs ChangeSet, hooks Hooks) ([]AppliedFile, error) {
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
+	return m.apply(ctxOrBackground(ctx), cs, hooks, afterApply{})
+}
+
+// Commit applies everything branch name changed to the workspace, all or
+// nothing (see Apply). Without keep the branch is removed; with it, it
+// goes on empty over the new workspace state.
+func (m *Manager) Commit(ctx context.Context, name string, keep bool, hooks Hooks) ([]AppliedFile, error) {
+	ctx = ctxOrBackground(ctx)
+	b, err := m.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usable("commit", ""); err != nil {
+		return nil, err
+	}
+	cs := b.changeSet()
+	after := afterApply{branch: name, keep: keep, run: func() error {
+		if keep {
+			return m.reset(b)
+		}
+		return m.drop(b)
+	}}
+	return m.apply(ctx, cs, hooks, after)
+}
+
+// changeSet turns the branch's entries into changes; b.mu is held.
+func (b *Branch) changeSet() ChangeSet {
+	cs := ChangeSet{Label: "branch " + b.name}
+	for _, p := range sortedPaths(b.entries) {
+		e := b.entries[p]
+		switch e.Kind {
+		case kindFile:
+			mode := os.FileMode(0)
+			if st, err := os.Stat(b.upperPath(p)); err == nil {
+				mode = st.Mode().Perm()
+			}
+			if e.Base != BaseAbsent && e.Base != BaseDir {
+				if v, err := b.upperVersion(p); err == nil && v == e.Base && b.sameModeAsWorkspace(p, mode) {
+					continue // written back to what it was
+				}
+			}
+			base := e.Base
+			if base == BaseDir {
+				cs.Changes = append(cs.Changes, Change{Path: p, Delete: true, Dir: true, Manifest: e.Manifest})
+				base = BaseAbsent
+			}
+			cs.Changes = append(cs.Changes, Change{Path: p, Base: base, Source: b.upperPath(p), Mode: mode})
+		case kindDeleted:
+			switch e.Base {
+			case BaseAbsent:
+			case BaseDir:
+				cs.Changes = append(cs.Changes, Change{Path: p, Delete: true, Dir: true, Manifest: e.Manifest})
+			default:
+				cs.Changes = append(cs.Changes, Change{Path: p, Base: e.Base, Delete: true})
+			}
+		case kindSymlink:
+			if e.Base == linkVersion(e.Link) {
+				continue
+			}
+			base := e.Base
+			if base == BaseDir {
+				cs.Changes = append(cs.Changes, Change{Path: p, Delete: true, Dir: true, Manifest: e.Manifest})
+				base = BaseAbsent
+			}
+			cs.Changes = append(cs.Changes, Change{Path: p, Base: base, Link: e.Link})
+		case kindDir:
+			switch e.Base {
+			case BaseAbsent:
+				cs.Changes = append(cs.Changes, Change{Path: p, MakeDir: true, Mode: os.FileMode(e.Mode)})
+			case BaseDir: // made again over a deleted directory: its old files go
+				m := map[string]provider.Version{}
+				for f, v := range e.Manifest {
+					if _, own := b.entries[f]; !own {
+						m[f] = v
+					}
+				}
+				for f, v := range m {
+					cs.Changes = append(cs.Changes, Change{Path: f, Base: v, Delete: true})
+				}
+			default: // a file replaced by a directory
+				cs.Changes = append(cs.Changes, Change{Path: p, Base: e.Base, Delete: true},
+					Change{Path: p, MakeDir: true})
+			}
+		}
+	}
+	return cs
+}
+
+// hostPath is the host path of a workspace-relative path.
+func (m *Manager) hostPath(rel string) string {
+	return filepath.Join(m.lower.Root(), filepath.FromSlash(rel))
+}
+
+// apply runs one journaled commit; m.commitMu is held.
+func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after afterApply) ([]AppliedFile, error) {
+	steps, keys, targets := m.plan(cs)
+	if hooks.Allow != nil {
+		for _, st := range steps {
+			if err := hooks.Allow(st.Path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Announced before the locks, as a provider mutation does: writing
+	// the mount's dirty pages back goes through handlers that take them.
+	if hooks.Announce != nil && len(targets) > 0 {
+		hooks.Announce(ctx, targets)
+	}
+	unlock, err := m.lower.Lock(ctx, keys...)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	steps, conflicts, err := m.check(ctx, cs, steps)
+	if err != nil {
+		return nil, err
+	}
+	if len(conflicts) > 0 {
+		return nil, &ConflictError{Label: cs.Label, Paths: conflicts}
+	}
+	if len(steps) == 0 {
+		if after.run != nil {
+			return nil, after.run()
+		}
+		return nil, nil
+	}
+	id := randomID()
+	j := journal{ID: id, Label: cs.Label, State: stateStaging, Staging: StagingDir + "/" + id,
+		Branch: after.branch, Keep: after.keep, Steps: steps}
+	if err := m.journals.put(id+".json", j); err != nil {
+		return nil, fmt.Errorf("%s: write the commit journal: %w", cs.Label, err)
+	}
+	files, err := m.stageAndApply(ctx, &j, after)
+	if err != nil {
+		return nil, err
+	}
+	if hooks.Applied != nil {
+		hooks.Applied(ctx, files)
+	}
+	return files, nil
+}
+
+// plan turns changes into journal steps (without the bases of directory
+// deletes' files, known after the walk) and returns the lock keys, sorted,
+// and the targets of every file it may change.
+func (m *Manager) plan(cs ChangeSet) ([]step, []provider.Key, []provider.Target) {
+	var steps []step
+	seen := map[string]bool{}
+	var targets []provider.Target
+	addTarget := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			targets = append(targets, m.lower.TargetForRel(p))
+		}
+	}
+	for _, c := range cs.Changes {
+		switch {
+		case c.Delete && c.Dir:
+			ps := make([]string, 0, len(c.Manifest))
+			for p := range c.Manifest {
+				ps = append(ps, p)
+			}
+			sort.Strings(ps)
+			for _, p := range ps {
+				steps = append(steps, step{Op: opDelete, Path: p, Base: c.Manifest[p]})
+				addTarget(p)
+			}
+			steps = append(steps, step{Op: opRmdir, Path: c.Path})
+		case c.Delete:
+			steps = append(steps, step{Op: opDelete, Path: c.Path, Base: c.Base})
+			addTarget(c.Path)
+		case c.MakeDir:
+			steps = append(steps, step{Op: opMkdir, Path: c.Path, Mode: uint32(c.Mode.Perm())})
+		default:
+			steps = append(steps, step{Op: opWrite, Path: c.Path, Base: c.Base, data: c.Data, source: c.Source, mode: c.Mode, Link: c.Link})
+			addTarget(c.Path)
+		}
+	}
+	keys := make([]provider.Key, 0, len(targets))
+	for _, t := range targets {
+		keys = append(keys, t.Key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return steps, keys, targets
+}
+
+// current is the workspace's state of rel: its version, BaseAbsent, or
+// BaseDir.
+func (m *Manager) current(ctx context.Context, rel string) (provider.Version, error) {
+	if st, err := os.Lstat(m.hostPath(rel)); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(m.hostPath(rel))
+		if err != nil {
+			return "", err
+		}
+		return linkVersion(target), nil
+	}
+	info, err := m.lower.Stat(ctx, m.lower.TargetForRel(rel))
+	if provider.CodeOf(err) == provider.CodeNotFound || provider.CodeOf(err) == provider.CodeNotDirectory {
+		return BaseAbsent, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case info == nil:
+		return BaseAbsent, nil
+	case info.Type == provider.TypeDirectory:
+		return BaseDir, nil
+	case info.Type != provider.TypeFile:
+		return "other:" + info.Version, nil
+	}
+	return info.Version, nil
+}
+
+// check compares every step's base with the workspace (locks held),
+// expands directory deletes, loads the new contents and orders the steps:
+// file deletes, directory removals (deepest first), directory creations
+// (shallowest first, parents of new files included), writes. It returns
+// the conflicting paths.
+func (m *Manager) check(ctx context.Context, cs ChangeSet, steps []step) ([]step, []string, error) {
+	conflict := map[string]bool{}
+	var deletes, rmdirs, mkdirs, writes []step
+	deleting := map[string]bool{}
+	for _, s := range steps {
+		if s.Op == opDelete {
+			deleting[s.Path] = true
+		}
+	}
+	made := map[string]bool{}
+	modes := map[string]uint32{}
+	for _, s := range steps {
+		if s.Op == opMkdir {
+			modes[s.Path] = s.Mode
+		}
+	}
+	mkdir := func(p string) error {
+		if made[p] {
+			return nil
+		}
+		cur, err := m.current(ctx, p)
+		if err != nil {
+			return err
+		}
+		switch cur {
+		case BaseDir:
+			if !removing(rmdirs, p) {
+				return nil
+			}
+		case BaseAbsent:
+		default:
+			if !deleting[p] {
+				conflict[p] = true
+				return nil
+			}
+		}
+		made[p] = true
+		mkdirs = append(mkdirs, step{Op: opMkdir, Path: p, Mode: modes[p]})
+		return nil
+	}
+	for _, s := range steps {
+		if s.Op != opRmdir {
+			continue
+		}
+		cur, err := m.current(ctx, s.Path)
+		if err != nil {
+			return nil, nil, err
+		}
+		if cur != BaseDir {
+			if cur != BaseAbsent {
+				conflict[s.Path] = true
+			}
+			continue
+		}
+		dirs, files, err := m.walk(s.Path)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, f := range files {
+			if !deleting[f] {
+				conflict[f] = true // gained under a directory the branch deleted
+			}
+		}
+		for i := len(dirs) - 1; i >= 0; i-- {
+			rmdirs = append(rmdirs, step{Op: opRmdir, Path: dirs[i]})
+		}
+	}
+	for _, s := range steps {
+		switch s.Op {
+		case opDelete:
+			cur, err := m.current(ctx, s.Path)
+			if err != nil {
+				return nil, nil, err
+			}
+			if cur != s.Base {
+				conflict[s.Path] = true
+			}
+			deletes = append(deletes, s)
+		case opWrite:
+			cur, err := m.current(ctx, s.Path)
+			if err != nil {
+				return nil, nil, err
+			}
+			if cur != s.Base && !(cur == BaseDir && removing(rmdirs, s.Path)) && !(s.Base == BaseAbsent && deleting[s.Path]) {
+				conflict[s.Path] = true
+			}
+			if d := path.Dir(s.Path); d != "." {
+				if err := mkdirParents(d, mkdir); err != nil {
+					return nil, nil, err
+				}
+			}
+			switch {
+			case s.Link != "":
+				s.New = linkVersion(s.Link)
+			case s.source != "":
+				data, err := os.ReadFile(s.source)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s: read %s: %w", cs.Label, s.Path, err)
+				}
+				s.data = data
+			}
+			if s.Link == "" {
+				s.New = local.VersionOfBytes(s.data)
+			}
+			writes = append(writes, s)
+		case opMkdir:
+			if err := mkdirParents(s.Path, mkdir); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if len(conflict) > 0 {
+		out := make([]string, 0, len(conflict))
+		for p := range conflict {
+			out = append(out, p)
+		}
+		sort.Strings(out)
+		return nil, out, nil
+	}
+	sort.SliceStable(mkdirs, func(i, j int) bool { return depth(mkdirs[i].Path) < depth(mkdirs[j].Path) })
+	sort.SliceStable(rmdirs, func(i, j int) bool { return depth(rmdirs[i].Path) > depth(rmdirs[j].Path) })
+	out := append(append(append(deletes, rmdirs...), mkdirs...), writes...)
+	return out, nil, nil
+}
+
+// mkdirParents calls mkdir for dir and each missing ancestor, shallowest
+// first.
+func mkdirParents(dir string, mkdir func(string) error) error {
+	var chain []string
+	for d := dir; d != "." && d != "/"; d = path.Dir(d) {
+		chain = append(chain, d)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		if err := mkdir(chain[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removing reports whether rmdirs removes p.
+func removing(rmdirs []step, p string) bool {
+	for _, s := range rmdirs {
+		if s.Path == p {
+			return true
+		}
+	}
+	return false
+}
+
+// depth counts a path's segments.
+func depth(p string) int { return strings.Count(p, "/") }
+
+// walk lists the directories (dir first, parents before children) and the
+// files below dir in the workspace.
+func (m *Manager) walk(dir string) (dirs, files []string, err error) {
+	root := m.hostPath(dir)
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, werr error) error {
+		if werr != nil {
+			return werr
+		}
+		rel, rerr := filepath.Rel(m.lower.Root(), p)
+		if rerr != nil {
+			return rerr
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			dirs = append(dirs, rel)
+		} else {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("walk %s: %w", dir, err)
+	}
+	return dirs, files, nil
+}
+
+// stepHook runs the test hook of step n.
+func (m *Manager) stepHook(n int) error {
+	if m.hooks.step != nil {
+		return m.hooks.step(n)
+	}
+	return nil
+}
+
+// errStopped is a commit stopped by a test hook, the disk left as a kill
+// would leave it.
+var errStopped = errors.New("commit stopped by a test hook")
+
+// stageAndApply stages the new files and backups, marks the journal
+// applying, renames everything into place and cleans up. Steps are counted
+// for the test hook: 0 after the intent record, then one per staged file,
+// one after the applying mark, one per applied step, one after the
+// branch's reset, one after the journal's removal.
+func (m *Manager) stageAndApply(ctx context.Context, j *journal, after afterApply) ([]AppliedFile, error) {
+	n := 0
+	hook := func() error {
+		err := m.stepHook(n)
+		n++
+		return err
+	}
+	if err := hook(); err != nil {
+		return nil, err
+	}
+	staging := m.hostPath(j.Staging)
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return nil, m.abandon(j, fmt.Errorf("%s: create the staging directory: %w", j.Label, err))
+	}
+	for i := range j.Steps {
+		s := &j.Steps[i]
+		switch s.Op {
+		case opWrite:
+			s.Staged = fmt.Sprintf("n%d", i)
+			mode := s.mode
+			if mode == 0 {
+				mode = 0o644
+				if st, err := os.Stat(m.hostPath(s.Path)); err == nil && s.Base != BaseAbsent {
+					mode = st.Mode().Perm()
+				}
+			}
+			if s.Link != "" {
+				if err := os.Symlink(s.Link, filepath.Join(staging, s.Staged)); err != nil {
+					return nil, m.abandon(j, fmt.Errorf("%s: stage %s: %w", j.Label, s.Path, err))
+				}
+			} else {
+				if err := os.WriteFile(filepath.Join(staging, s.Staged), s.data, mode); err != nil {
+					return nil, m.abandon(j, fmt.Errorf("%s: stage %s: %w", j.Label, s.Path, err))
+				}
+				_ = os.Chmod(filepath.Join(staging, s.Staged), mode)
+			}
+			if s.Base != BaseAbsent && s.Base != BaseDir {
+				s.Backup = fmt.Sprintf("b%d", i)
+			}
+		case opDelete:
+			s.Backup = fmt.Sprintf("b%d", i)
+		}
+		if s.Backup != "" {
+			if err := os.Link(m.hostPath(s.Path), filepath.Join(staging, s.Backup)); err != nil {
+				return nil, m.abandon(j, fmt.Errorf("%s: keep the old %s: %w", j.Label, s.Path, err))
+			}
+		}
+		if s.Op == opWrite || s.Op == opDelete {
+			if err := hook(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := syncfs(staging); err != nil {
+		return nil, m.abandon(j, fmt.Errorf("%s: flush the staged files: %w", j.Label, err))
+	}
+	j.State = stateApplying
+	if err := m.journals.put(j.ID+".json", j); err != nil {
+		return nil, m.abandon(j, fmt.Errorf("%s: mark the commit journal: %w", j.Label, err))
+	}
+	if err := hook(); err != nil {
+		return nil, err
+	}
+	for _, s := range j.Steps {
+		if err := m.applyStep(j, s); err != nil {
+			// Undo what was done; the journal says how.
+			if rerr := m.rollBack(j); rerr != nil {
+				return nil, fmt.Errorf("%s: %w (undoing it failed too: %v; the journal in %s is kept for the next start)", j.Label, err, rerr, m.journals.dir)
+			}
+			return nil, err
+		}
+		if err := hook(); err != nil {
+			return nil, err
+		}
+	}
+	if err := syncfs(m.lower.Root()); err != nil {
+		return nil, fmt.Errorf("%s: flush the workspace: %w", j.Label, err)
+	}
+	if after.run != nil {
+		if err := after.run(); err != nil {
+			return nil, fmt.Errorf("%s: applied, but the branch could not be reset: %w", j.Label, err)
+		}
+	}
+	if err := hook(); err != nil {
+		return nil, err
+	}
+	if err := m.journals.del(j.ID + ".json"); err != nil {
+		return nil, fmt.Errorf("%s: applied, but the journal could not be removed: %w", j.Label, err)
+	}
+	if err := hook(); err != nil {
+		return nil, err
+	}
+	m.removeStaging(j)
+	return appliedFiles(m, j), nil
+}
+
+// appliedFiles lists the files a finished journal changed.
+func appliedFiles(m *Manager, j *journal) []AppliedFile {
+	var out []AppliedFile
+	for _, s := range j.Steps {
+		switch s.Op {
+		case opWrite:
+			f := AppliedFile{Target: m.lower.TargetForRel(s.Path), After: s.New}
+			if s.Base != BaseAbsent && s.Base != BaseDir {
+				f.Before = s.Base
+			}
+			out = append(out, f)
+		case opDelete:
+			out = append(out, AppliedFile{Target: m.lower.TargetForRel(s.Path), Deleted: true, Before: s.Base})
+		}
+	}
+	return out
+}
+
+// applyStep does one step.
+func (m *Manager) applyStep(j *journal, s step) error {
+	p := m.hostPath(s.Path)
+	var err error
+	switch s.Op {
+	case opWrite:
+		err = os.Rename(filepath.Join(m.hostPath(j.Staging), s.Staged), p)
+	case opDelete:
+		err = os.Remove(p)
+	case opMkdir:
+		err = mkdirMode(p, s.Mode)
+	case opRmdir:
+		err = os.Remove(p)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s %s: %w", j.Label, s.Op, s.Path, err)
+	}
+	return nil
+}
+
+// abandon removes the journal and staging of a commit that changed nothing
+// in the workspace yet, and returns err.
+func (m *Manager) abandon(j *journal, err error) error {
+	m.removeStaging(j)
+	if derr := m.journals.del(j.ID + ".json"); derr != nil {
+		return fmt.Errorf("%w (and its journal stays: %v)", err, derr)
+	}
+	return err
+}
+
+// removeStaging deletes a commit's staging directory (and the staging root
+// when empty).
+func (m *Manager) removeStaging(j *journal) {
+	_ = os.RemoveAll(m.hostPath(j.Staging))
+	_ = os.Remove(m.hostPath(StagingDir))
+}
+
+// syncfs flushes the filesystem holding dir: every staged file, link and
+// rename on it in one call.
+func syncfs(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
+}
+
+// mkdirMode makes the directory p (an existing one is fine) with the
+// permission bits mode (0: 0755).
+func mkdirMode(p string, mode uint32) error {
+	perm := os.FileMode(0o755)
+	if mode != 0 {
+		perm = os.FileMode(mode).Perm()
+	}
+	err := os.Mkdir(p, perm)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err == nil && mode != 0 {
+		err = os.Chmod(p, perm)
+	}
+	return err
+}
+
+// sameModeAsWorkspace reports whether the workspace file rel has the
+// permission bits mode (a chmod in the branch is a change).
+func (b *Branch) sameModeAsWorkspace(rel string, mode os.FileMode) bool {
+	st, err := os.Stat(b.lower.ProcessPath(b.lower.TargetForRel(rel)))
+	return err == nil && st.Mode().Perm() == mode.Perm()
+}
