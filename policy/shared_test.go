@@ -359,3 +359,32 @@ func TestShared_FeedCarriesEveryDaemonsChanges(t *testing.T) {
 	}
 	assert.Equal(t, []string{"f0", "f2", "f4"}, external, "B hears A's changes as external, its own as they were")
 }
+
+// A mutation of many files (a 200-file commit) claims them one
+// compare-and-swap each, so no transaction comes near the server's default
+// limit of 128 operations; releasing records every version.
+func TestShared_Claim200FilesOnDefaultEtcd(t *testing.T) {
+	srv := startEtcd(t) // etcd's default --max-txn-ops (128)
+	s := openShared(t, srv, quietOptions().WithWorkspaceRoot("/ws"))
+	keys := make([]provider.Key, 200)
+	after := map[provider.Key]provider.Version{}
+	for i := range keys {
+		keys[i] = provider.Key(fmt.Sprintf("/ws/dir/f%03d", i))
+		after[keys[i]] = provider.Version(fmt.Sprint("v", i))
+	}
+	c, err := s.Claim(context.Background(), "commit", "dir", keys...)
+	require.NoError(t, err)
+	other := openShared(t, srv, quietOptions().WithWorkspaceRoot("/ws").WithClaimWait(time.Nanosecond))
+	_, err = other.Claim(context.Background(), "edit", "dir/f199", "/ws/dir/f199")
+	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "the last of the 200 is held too: %v", err)
+	c.Release(after)
+	n := 0
+	require.NoError(t, s.db.Scan(context.Background(), kv.Range{Prefix: []byte(prefixVersion)}, func(p kv.Pair) error {
+		n++
+		assert.NotContains(t, string(p.Value), "owner")
+		return nil
+	}))
+	assert.Equal(t, 200, n)
+	_, err = other.Claim(context.Background(), "edit", "dir/f199", "/ws/dir/f199")
+	require.NoError(t, err)
+}
