@@ -100,19 +100,41 @@ type raceResult struct {
 	file          string
 	base, version provider.Version
 	ok            bool
+	code          provider.Code
+	at            time.Time
 }
 
+// Two daemons × 16 clients race read-then-edit on 4 files; etcd is stopped
+// for 2 s in the middle. Every version is replaced by at most one
+// acknowledged edit, the acknowledged edits of a file form one chain that
+// ends in its final bytes (no acknowledged write lost), the outage refuses
+// with FS_IO_ERROR, and edits succeed again after it.
 func TestSeveralMachines_RaceOneWinnerPerVersionNoLostWrite(t *testing.T) {
-	files := []string{"r0.txt", "r1.txt"}
-	a, b, _ := twoDaemons(t, map[string]string{"r0.txt": "start\n", "r1.txt": "start\n"})
+	files := []string{"r0.txt", "r1.txt", "r2.txt", "r3.txt"}
+	init := map[string]string{}
+	for _, f := range files {
+		init[f] = "start\n"
+	}
+	a, b, srv := twoDaemons(t, init)
 	ctx := context.Background()
-	const clientsPerDaemon = 4
-	deadline := time.Now().Add(5 * time.Second)
+	const clientsPerDaemon = 16
+	start := time.Now()
+	deadline := start.Add(12 * time.Second)
 	var (
 		mu      sync.Mutex
 		results []raceResult
 		wg      sync.WaitGroup
 	)
+	var restarted time.Time
+	wg.Go(func() {
+		time.Sleep(3 * time.Second)
+		srv.Stop()
+		time.Sleep(2 * time.Second)
+		assert.NoError(t, srv.Restart())
+		mu.Lock()
+		restarted = time.Now()
+		mu.Unlock()
+	})
 	for i := range 2 * clientsPerDaemon {
 		d := []*daemon{a, b}[i%2]
 		wg.Go(func() {
@@ -128,15 +150,17 @@ func TestSeveralMachines_RaceOneWinnerPerVersionNoLostWrite(t *testing.T) {
 			for seq := 0; time.Now().Before(deadline); seq++ {
 				file := files[(i+seq)%len(files)]
 				rd, err := c.Read(ctx, control.ReadParams{Path: file, Session: sess})
-				if !assert.NoError(t, err) {
-					return
+				if err != nil {
+					assert.Equal(t, provider.CodeIOError, provider.CodeOf(err), "read: %v", err)
+					continue
 				}
 				res, err := c.Edit(ctx, control.EditParams{Path: file, OldString: rd.Lines[0].Text,
 					NewString: fmt.Sprintf("racer-%d-%d", i, seq), Session: sess})
-				r := raceResult{file: file, base: rd.Version, ok: err == nil}
+				r := raceResult{file: file, base: rd.Version, ok: err == nil, code: provider.CodeOf(err), at: time.Now()}
 				if err == nil {
 					r.version = res.Version
-				} else if !assert.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "%v", err) {
+				} else if !assert.Contains(t, []provider.Code{provider.CodeStaleVersion, provider.CodeIOError, provider.CodeNotObserved},
+					r.code, "%v", err) {
 					return
 				}
 				mu.Lock()
@@ -146,6 +170,17 @@ func TestSeveralMachines_RaceOneWinnerPerVersionNoLostWrite(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	refusedIO, okAfter := 0, 0
+	for _, r := range results {
+		if r.code == provider.CodeIOError {
+			refusedIO++
+		}
+		if r.ok && r.at.After(restarted) {
+			okAfter++
+		}
+	}
+	assert.NotZero(t, refusedIO, "the outage refused edits")
+	assert.NotZero(t, okAfter, "edits succeed again after etcd is back")
 	for _, file := range files {
 		replaced := map[provider.Version]int{}
 		produced := map[provider.Version]bool{}
@@ -173,6 +208,7 @@ func TestSeveralMachines_RaceOneWinnerPerVersionNoLostWrite(t *testing.T) {
 		}
 		t.Logf("%s: %d acknowledged edits across two daemons", file, wins)
 	}
+	t.Logf("%d attempts, %d refused during the outage (FS_IO_ERROR), %d acknowledged after it", len(results), refusedIO, okAfter)
 }
 
 func TestSeveralMachines_EtcdDownRefusesThenRecovers(t *testing.T) {

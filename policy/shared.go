@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -140,8 +141,12 @@ type Claim struct {
 	prev []versionRecord
 }
 
-// ClaimBusy is how often a claim held by another daemon is looked at again.
-const claimPoll = 5 * time.Millisecond
+// A claim held by another daemon is looked at again after claimPoll, then
+// ever less often, up to claimPollMax.
+const (
+	claimPoll    = 2 * time.Millisecond
+	claimPollMax = 50 * time.Millisecond
+)
 
 // Claim claims the version records of keys (host keys) before a mutation
 // publishes: on a store that is not shared it returns (nil, nil), as the
@@ -182,6 +187,7 @@ var errClaimed = errors.New("another daemon is changing this file")
 
 func (s *Store) claimOne(ctx context.Context, k provider.Key, deadline time.Time) ([]byte, versionRecord, error) {
 	key := versionKey(k)
+	wait := claimPoll
 	for {
 		var rec versionRecord
 		cond := kv.IfAbsent(key)
@@ -201,11 +207,14 @@ func (s *Store) claimOne(ctx context.Context, k provider.Key, deadline time.Time
 			if !time.Now().Before(deadline) {
 				return nil, rec, fmt.Errorf("%w (%s) for longer than %s", errClaimed, rec.Owner, s.opts.ClaimWait)
 			}
+			// Back off (with jitter): many waiters must not flood the
+			// engine with reads.
 			select {
 			case <-ctx.Done():
 				return nil, rec, fmt.Errorf("wait for a claim: %w", ctx.Err())
-			case <-time.After(claimPoll):
+			case <-time.After(wait/2 + mrand.N(wait)):
 			}
+			wait = min(2*wait, claimPollMax)
 			continue
 		}
 		if rec.Owner != "" {
@@ -219,6 +228,13 @@ func (s *Store) claimOne(ctx context.Context, k provider.Key, deadline time.Time
 		}
 		ok, err := s.db.Txn(ctx, []kv.Cond{cond}, []kv.Op{kv.Put(key, val)})
 		if err != nil {
+			// The claim may have been taken all the same (the engine
+			// committed, then the answer was lost): undo it once the
+			// engine is back, as nobody will release it.
+			if undo, jerr := json.Marshal(rec); jerr == nil {
+				s.background.Add(1)
+				go s.releaseLater([]kv.Cond{kv.IfValue(key, val)}, []kv.Op{kv.Put(key, undo)}, []int{0})
+			}
 			return nil, rec, unavailable(err)
 		}
 		if ok {
@@ -238,18 +254,48 @@ func (c *Claim) Release(after map[provider.Key]provider.Version) {
 	}
 	s := c.s
 	conds, ops, err := c.releaseOps(after)
+	if err != nil {
+		s.log.Error("release claim; it expires by itself", "keys", len(c.keys), "err", err)
+		return
+	}
+	var pending []int
 	for i := range ops {
-		var ok bool
-		if err == nil {
-			ok, err = s.db.Txn(context.Background(), conds[i:i+1], ops[i:i+1])
-		}
-		if err == nil && !ok {
+		ok, err := s.db.Txn(context.Background(), conds[i:i+1], ops[i:i+1])
+		switch {
+		case err != nil:
+			pending = append(pending, i)
+		case !ok:
 			s.log.Warn("a claim expired before its mutation ended and was taken over (this daemon stalled longer than the claim TTL)",
 				"key", string(c.keys[i]), "ttl", s.opts.ClaimTTL)
 		}
 	}
-	if err != nil {
-		s.log.Error("release claim; it expires by itself", "keys", len(c.keys), "err", err)
+	if len(pending) > 0 {
+		s.log.Warn("the policy store is unavailable: releasing claims when it is back", "keys", len(pending))
+		s.background.Add(1)
+		go s.releaseLater(conds, ops, pending)
+	}
+}
+
+// releaseLater retries releases (conds[i], ops[i] for i in pending) the
+// engine did not take (it was unreachable), so later mutations of those
+// files do not wait for the claims to expire; it gives up after ClaimTTL
+// (they have expired by then) or when the store closes.
+func (s *Store) releaseLater(conds []kv.Cond, ops []kv.Op, pending []int) {
+	defer s.background.Done()
+	deadline := time.Now().Add(s.opts.ClaimTTL)
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		var still []int
+		for _, i := range pending {
+			if _, err := s.db.Txn(context.Background(), conds[i:i+1], ops[i:i+1]); err != nil {
+				still = append(still, i)
+			}
+		}
+		pending = still
 	}
 }
 
@@ -336,7 +382,11 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 		all := append(slices.Clone(ops), kv.Put([]byte(keySeqAudit), encodeUint64(stored.Seq)), kv.Put(auditKey(stored.Seq), val))
 		ok, err := s.db.Txn(context.Background(), conds, all)
 		if err != nil {
-			return unavailable(err) // the claim expires by itself; the session must read again
+			// The mutation is on disk, unrecorded: the session must read
+			// again (stricter). The claim is released once the engine is
+			// back.
+			m.claim.Release(versions)
+			return unavailable(err)
 		}
 		if ok {
 			s.sharedSeq.Store(stored.Seq) // subscribers get it from the watch

@@ -388,3 +388,28 @@ func TestShared_Claim200FilesOnDefaultEtcd(t *testing.T) {
 	_, err = other.Claim(context.Background(), "edit", "dir/f199", "/ws/dir/f199")
 	require.NoError(t, err)
 }
+
+// A release the engine could not take (it was down) is retried once it is
+// back: the file is free again long before the claim would expire.
+func TestShared_ReleaseRetriedAfterOutage(t *testing.T) {
+	srv := startEtcd(t)
+	opts := quietOptions().WithWorkspaceRoot("/ws").WithClaimTTL(time.Hour).WithClaimWait(time.Nanosecond)
+	a, b := openShared(t, srv, opts), openShared(t, srv, opts)
+	ctx := context.Background()
+	c, err := a.Claim(ctx, "edit", "f", "/ws/f")
+	require.NoError(t, err)
+	srv.Stop()
+	c.Release(map[provider.Key]provider.Version{"/ws/f": "v2"})
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, func() bool {
+		got, err := b.Claim(ctx, "edit", "f", "/ws/f")
+		if err != nil {
+			return false
+		}
+		got.Release(nil)
+		return true
+	}, 30*time.Second, 100*time.Millisecond)
+	val, err := b.db.Get(ctx, versionKey("f"))
+	require.NoError(t, err)
+	assert.Contains(t, string(val), `"version":"v2"`, "the retried release recorded the version")
+}

@@ -26,6 +26,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/dshmount/dshmount/policy/kv"
 )
@@ -104,6 +106,12 @@ func Open(ctx context.Context, c Config) (*Engine, error) {
 		Password:    c.Password,
 		Logger:      zap.NewNop(),
 		Context:     context.WithoutCancel(ctx),
+		// Reconnect within a second of the cluster's return (gRPC's
+		// default backoff grows to minutes).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd %s: %w: %w", strings.Join(c.Endpoints, ","), kv.ErrUnavailable, err)
