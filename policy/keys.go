@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/dshmount/dshmount/provider"
 )
@@ -21,9 +22,9 @@ import (
 //	                             engine b/<host>/c… and b/<host>/p…
 //	m/seq/audit                  audit seq counter (shared engine only)
 //
-// A target key below Options.WorkspaceRoot is stored relative to it
-// (storedKey), so two hosts that mount one workspace under different paths
-// name its files alike.
+// A target key below Options.WorkspaceRoot is stored relative to it, as
+// "./<path>" (storedKey), so two hosts that mount one workspace under
+// different paths name its files alike.
 const (
 	prefixMeta        = "m/"
 	prefixSession     = "s/"
@@ -40,8 +41,10 @@ const (
 	keySeqAudit   = prefixMeta + "seq/audit"
 )
 
-// storedKey is key as the store names it: relative to the workspace root
-// when it is below it ("." for the root itself), else unchanged (absolute).
+// storedKey is key as the store names it: "./" and the path relative to
+// the workspace root when it is below it ("." for the root itself), else
+// unchanged (an absolute path elsewhere, or a key of another namespace such
+// as a branch's "branch/NAME/…", which never starts with "./").
 func (s *Store) storedKey(key provider.Key) provider.Key {
 	r := s.opts.WorkspaceRoot
 	switch {
@@ -50,21 +53,24 @@ func (s *Store) storedKey(key provider.Key) provider.Key {
 	case string(key) == r:
 		return "."
 	case len(key) > len(r) && key[len(r)] == '/' && string(key[:len(r)]) == r:
-		return key[len(r)+1:]
+		return "./" + key[len(r)+1:]
 	}
 	return key
 }
 
-// hostKey reverses storedKey: a relative key becomes this host's path.
+// hostKey reverses storedKey: a workspace-relative key becomes this host's
+// path.
 func (s *Store) hostKey(key provider.Key) provider.Key {
 	r := s.opts.WorkspaceRoot
 	switch {
-	case r == "" || (len(key) > 0 && key[0] == '/'):
+	case r == "":
 		return key
 	case key == ".":
 		return provider.Key(r)
+	case strings.HasPrefix(string(key), "./"):
+		return provider.Key(r) + key[1:]
 	}
-	return provider.Key(r) + "/" + key
+	return key
 }
 
 func sessionKey(id SessionID) []byte { return []byte(prefixSession + string(id)) }

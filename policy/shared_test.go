@@ -115,7 +115,7 @@ func TestShared_SessionOnAReadThroughAEditThroughB(t *testing.T) {
 	require.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "got %v", err)
 
 	// The claim recorded what B published.
-	val, err := b.store.db.Get(ctx, versionKey("f.txt"))
+	val, err := b.store.db.Get(ctx, versionKey("./f.txt"))
 	require.NoError(t, err)
 	assert.Contains(t, string(val), string(out.Version))
 	assert.NotContains(t, string(val), "owner", "released")
@@ -263,11 +263,11 @@ func TestShared_ClaimWaitsThenExpiredClaimIsTakenOver(t *testing.T) {
 	taken, err := b.Claim(ctx, "edit", "f", "/ws/f")
 	require.NoError(t, err, "an expired claim is taken over")
 	held.Release(map[provider.Key]provider.Version{"/ws/f": "from-a"})
-	val, err := b.db.Get(ctx, versionKey("f"))
+	val, err := b.db.Get(ctx, versionKey("./f"))
 	require.NoError(t, err)
 	assert.NotContains(t, string(val), "from-a", "the late holder's release does not touch the new claim")
 	taken.Release(map[provider.Key]provider.Version{"/ws/f": "from-b"})
-	val, err = b.db.Get(ctx, versionKey("f"))
+	val, err = b.db.Get(ctx, versionKey("./f"))
 	require.NoError(t, err)
 	assert.Contains(t, string(val), "from-b")
 	again, err := a.Claim(ctx, "edit", "f", "/ws/f")
@@ -409,7 +409,25 @@ func TestShared_ReleaseRetriedAfterOutage(t *testing.T) {
 		got.Release(nil)
 		return true
 	}, 30*time.Second, 100*time.Millisecond)
-	val, err := b.db.Get(ctx, versionKey("f"))
+	val, err := b.db.Get(ctx, versionKey("./f"))
 	require.NoError(t, err)
 	assert.Contains(t, string(val), `"version":"v2"`, "the retried release recorded the version")
+}
+
+func TestStoredKey_WorkspaceRelativeAndOtherNamespacesApart(t *testing.T) {
+	s := &Store{opts: Options{WorkspaceRoot: "/hostA/ws"}}
+	cases := []struct{ host, stored provider.Key }{
+		{"/hostA/ws", "."},
+		{"/hostA/ws/src/x.go", "./src/x.go"},
+		{"/hostA/ws/branch/fix/b.txt", "./branch/fix/b.txt"}, // a workspace directory named branch
+		{"branch/fix/b.txt", "branch/fix/b.txt"},             // a branch's key
+		{"/hostA/wsother/x", "/hostA/wsother/x"},
+		{"/elsewhere", "/elsewhere"},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.stored, s.storedKey(c.host), string(c.host))
+		assert.Equal(t, c.host, s.hostKey(c.stored), string(c.stored))
+	}
+	b := &Store{opts: Options{WorkspaceRoot: "/hostB/w"}}
+	assert.Equal(t, provider.Key("/hostB/w/src/x.go"), b.hostKey(s.storedKey("/hostA/ws/src/x.go")), "another host's path")
 }
