@@ -72,6 +72,11 @@ type Config struct {
 	// branch parameter; nil: they answer an error.
 	Branches *branch.Manager
 
+	// ExternalWatched reports whether the backing-tree watcher runs (nil:
+	// it does not); without it fs.changes cannot vouch for changes made in
+	// the workspace directory and answers everything: true.
+	ExternalWatched func() bool
+
 	hooks testHooks // in-package tests only
 }
 

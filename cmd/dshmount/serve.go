@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/control"
@@ -147,6 +148,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}
 
+	var watching atomic.Bool // fs.changes vouches for out-of-band changes only then
 	if cfg.Watch {
 		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, log.With("component", "watch"))
 		if werr != nil {
@@ -154,7 +156,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
 		}
 		defer watcher.Close()
+		watching.Store(true)
 	}
+	ctlCfg.ExternalWatched = watching.Load
 
 	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt}, branches
 	srv, err := control.NewServer(ctlCfg)
