@@ -74,7 +74,7 @@ func TestSeveralMachines_SessionOnAEditsThroughBAndPersonOnBStalesA(t *testing.T
 
 	// A change through A's socket reaches mount B's kernel cache at once
 	// (B's daemon hears it from the shared feed).
-	got, err = os.ReadFile(filepath.Join(b.Mnt, "g.txt"))
+	_, err = os.ReadFile(filepath.Join(b.Mnt, "g.txt"))
 	require.Error(t, err, "not there yet: mount B caches the miss")
 	_, err = a.Client.Write(ctx, control.WriteParams{Path: "g.txt", Content: "from A\n", Session: sess})
 	require.NoError(t, err)
