@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -102,12 +101,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err := openStateDirForAllowed(cfg); err != nil {
 		return err
 	}
-	store, err := policy.Open(filepath.Join(cfg.StateDir, "db"), policy.DefaultOptions().WithLogger(log.With("component", "policy")))
+	store, err := openPolicyStore(ctx, cfg, log)
 	if err != nil {
-		if errors.Is(err, policy.ErrStateLocked) {
-			return fmt.Errorf("%w: another dshmount daemon uses state directory %s; stop it or pass --state", err, cfg.StateDir)
-		}
-		return fmt.Errorf("open state: %w", err)
+		return err
 	}
 	defer func() {
 		if cerr := store.Close(); cerr != nil && err == nil {

@@ -73,6 +73,8 @@ type serveConfig struct {
 	RequestTimeout time.Duration
 	// IdleTimeout closes connections that hold nothing after this long.
 	IdleTimeout time.Duration
+	// Store is where the policy records live (--store and its TLS flags).
+	Store storeConfig
 	// FeedRetention and FeedMaxEntries bound the audit log, and with it
 	// the change feed's history (--feed-retention, --feed-max-entries).
 	FeedRetention  time.Duration
@@ -201,6 +203,7 @@ Flags:
 		"how long a request line may take to arrive once begun (and a response to be taken) before the connection is closed")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", control.DefaultIdleTimeout,
 		"close a connection that sent nothing for this long and holds no session it opened, no watch and no request")
+	addStoreFlags(fs, &cfg.Store)
 	fs.DurationVar(&cfg.FeedRetention, "feed-retention", policy.DefaultFeedRetention,
 		"keep audit entries (fs.log, and the changes 'watch --since' replays) this long; older ones are pruned in the background and a since before them is FS_CHANGES_LOST (0: no age limit)")
 	fs.Uint64Var(&cfg.FeedMaxEntries, "feed-max-entries", policy.DefaultFeedMaxEntries,
@@ -241,6 +244,11 @@ Flags:
 		cfg.NoSync = true
 	default:
 		return serveConfig{}, fmt.Errorf("--durability must be fsync or none, not %q", *durability)
+	}
+	if cfg.Store.URL != "" {
+		if _, err := cfg.Store.etcdConfig(); err != nil {
+			return serveConfig{}, err
+		}
 	}
 	if fs.NArg() != 2 {
 		fs.Usage()
