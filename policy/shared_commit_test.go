@@ -113,3 +113,29 @@ func TestShared_StoppedCommitJournalResolvedByNextDaemon(t *testing.T) {
 		assert.Equal(t, "{}", string(p.Value), "unclaimed, version unknown")
 	}))
 }
+
+// MarkChangesLost on a shared store takes its new base from the shared
+// counter, not this daemon's mirror of it: a change another daemon makes
+// after the loss is always after the seq a subscriber is told to resume
+// from, and a since before the loss is refused.
+func TestShared_MarkChangesLostBaseIsAboveEveryDaemonsSeq(t *testing.T) {
+	srv := startEtcd(t)
+	b := openShared(t, srv, quietOptions().WithWorkspaceRoot("/ws"))
+	a := openShared(t, srv, quietOptions().WithWorkspaceRoot("/ws")) // opened last: its mirror equals the counter
+	before := a.LastSeq()
+	a.MarkChangesLost()
+	_, err := a.Subscribe(before, 0)
+	var lost *ChangesLostError
+	require.True(t, errors.As(err, &lost), "a since before the loss is refused: %v", err)
+	got, err := a.ChangesSince(before, 0)
+	require.NoError(t, err)
+	assert.False(t, got.Vouched, "ChangesSince refuses it too")
+
+	require.NoError(t, b.AppendAudit(AuditEntry{Key: "/ws/x", Path: "x", Op: OpWrite, After: "v1"}))
+	seq, err := b.sharedCounter()
+	require.NoError(t, err)
+	assert.Greater(t, seq, lost.Resume, "B's change after the loss is after the resume seq, so a resubscriber gets it")
+	sub, err := a.Subscribe(lost.Resume, 0)
+	require.NoError(t, err, "the resume seq is accepted")
+	sub.Close()
+}
