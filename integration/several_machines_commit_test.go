@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,8 +47,10 @@ func TestSeveralMachines_AtomicPatch200Files(t *testing.T) {
 		_, err := a.Client.Read(ctx, control.ReadParams{Path: n, Session: sess})
 		require.NoError(t, err)
 	}
+	began := time.Now()
 	res, err := a.Client.Patch(ctx, control.PatchParams{Patch: updatePatch(names, "old", "new"), Session: sess, Atomic: true})
 	require.NoError(t, err)
+	t.Logf("a 200-file atomic patch on etcd took %s", time.Since(began))
 	require.Len(t, res.Operations, 200)
 	for _, n := range []string{names[0], names[199]} {
 		got, err := os.ReadFile(filepath.Join(b.Mnt, n))
