@@ -82,6 +82,11 @@ func (e *ClaimConflictError) Unwrap() error {
 // provider's locks serialize the daemon's commits. Release the claim with
 // the results, or with nil when the commit did not publish.
 func (e *Engine) ClaimCommit(ctx context.Context, label string, files []CommitFile) (*Claim, error) {
+	keys := make([]provider.Key, len(files))
+	for i, f := range files {
+		keys[i] = f.Target.Key
+	}
+	e.mclaims.release(keys...) // this daemon's own mount claims give way
 	return e.store.claimCommit(ctx, label, files)
 }
 
