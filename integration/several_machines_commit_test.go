@@ -123,3 +123,38 @@ func TestSeveralMachines_OverlappingAtomicPatchesOneWins(t *testing.T) {
 		assert.Equal(t, old+"\n", string(got), "round %d: the loser applied nothing", round)
 	}
 }
+
+// A process bound on A reads f.txt through mount A; an agent on B then
+// edits it; the process's write through mount A is refused (the version it
+// read is stale on every host), and the file keeps B's bytes.
+func TestSeveralMachines_BoundProcessOnAStaleAfterAgentOnB(t *testing.T) {
+	a, b, _ := twoDaemons(t, map[string]string{"f.txt": "one\n"})
+	ctx := context.Background()
+	dir := t.TempDir()
+	script := fmt.Sprintf(`cd %q && cat f.txt >/dev/null && echo > %q/read &&
+while [ ! -e %q/go ]; do sleep 0.05; done
+printf 'bound\n' > f.txt`, a.Mnt, dir, dir)
+	type outcome struct {
+		stderr string
+		code   int
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		_, stderr, code := boundShell(t, a, script)
+		done <- outcome{stderr, code}
+	}()
+	waitForFile(t, filepath.Join(dir, "read"))
+	sess, err := b.Client.OpenSession(ctx, "agent on B")
+	require.NoError(t, err)
+	_, err = b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	require.NoError(t, err)
+	_, err = b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "agent", Session: sess})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o644))
+	out := <-done
+	assert.NotEqual(t, 0, out.code, "the bound write is refused")
+	assert.Regexp(t, `(?i)stale|permission`, out.stderr)
+	got, err := os.ReadFile(filepath.Join(b.Mnt, "f.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "agent\n", string(got))
+}
