@@ -89,6 +89,7 @@ func printTable(w io.Writer, res *Results) {
 		fmt.Fprintf(w, "state: %.1f MiB on disk, %.0f bytes per tracked file\n",
 			res.Memory["state_bytes"]/(1<<20), res.Memory["state_bytes_per_file"])
 	}
+	printSpeedTargets(w, res)
 	for name, line := range res.MountOpt {
 		fmt.Fprintf(w, "mount (%s): %s\n", name, line)
 	}
