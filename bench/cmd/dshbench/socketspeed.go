@@ -33,9 +33,10 @@ const (
 
 // The metrics of measureEditShare.
 const (
-	fsyncLimitMetric = "fsync_publish_limit"
-	pairedEditMetric = "agent_edit_rate_paired"
-	editShareMetric  = "agent_edit_fsync_share"
+	fsyncLimitMetric  = "fsync_publish_limit"
+	nosyncLimitMetric = "nosync_publish_limit"
+	pairedEditMetric  = "agent_edit_rate_paired"
+	editShareMetric   = "agent_edit_fsync_share"
 )
 
 // shareSlice is how long one side runs before the other takes over.
@@ -47,7 +48,8 @@ const shareSlice = 100 * time.Millisecond
 // file's size and fsync it, rename it over a target, fsync the directory)
 // alternate with slices of guarded edits through ops, so that both see the
 // same disk and the same neighbours. It adds the limit, the paired edit
-// rate and their ratio.
+// rate and their ratio. A third slice makes the same publications without
+// the fsyncs: the ceiling of edits with --durability none.
 func measureEditShare(ctx context.Context, c *socketConfig, ops agentOps, r *Report) error {
 	dir := filepath.Join(c.Dir, c.Sub)
 	rel := c.Sub + "/" + editFile
@@ -61,17 +63,25 @@ func measureEditShare(ctx context.Context, c *socketConfig, ops agentOps, r *Rep
 	}
 	defer p.close()
 	pairs := [2][2]string{{"alpha", "omega"}, {"omega", "alpha"}}
-	var pubs, edits int
-	var pubTime, editTime time.Duration
-	for pubTime+editTime < c.EditTime || edits%2 == 1 {
+	var pubs, nosyncPubs, edits int
+	var pubTime, nosyncTime, editTime time.Duration
+	for pubTime+nosyncTime+editTime < c.EditTime || edits%2 == 1 {
 		start := time.Now()
 		for time.Since(start) < shareSlice {
-			if err := p.publish(); err != nil {
+			if err := p.publish(true); err != nil {
 				return err
 			}
 			pubs++
 		}
 		pubTime += time.Since(start)
+		start = time.Now()
+		for time.Since(start) < shareSlice {
+			if err := p.publish(false); err != nil {
+				return err
+			}
+			nosyncPubs++
+		}
+		nosyncTime += time.Since(start)
 		start = time.Now()
 		for time.Since(start) < shareSlice || edits%2 == 1 { // an even count leaves the file as it was
 			if v, err = ops.edit(ctx, rel, pairs[edits%2][0], pairs[edits%2][1], v); err != nil {
@@ -83,6 +93,7 @@ func measureEditShare(ctx context.Context, c *socketConfig, ops agentOps, r *Rep
 	}
 	limit, rate := float64(pubs)/pubTime.Seconds(), float64(edits)/editTime.Seconds()
 	r.add(fsyncLimitMetric, "publishes/s", true, limit)
+	r.add(nosyncLimitMetric, "publishes/s", true, float64(nosyncPubs)/nosyncTime.Seconds())
 	r.add(pairedEditMetric, "edits/s", true, rate)
 	r.add(editShareMetric, "ratio", true, rate/limit)
 	return nil
@@ -106,9 +117,9 @@ func newBarePublisher(dir string) (*barePublisher, error) {
 		data: []byte("package bench\n\nconst word = \"alpha\"\n")}, nil
 }
 
-// publish writes a temp file and fsyncs it, renames it over the target and
-// fsyncs the directory.
-func (p *barePublisher) publish() error {
+// publish writes a temp file and (with sync) fsyncs it, renames it over the
+// target and (with sync) fsyncs the directory.
+func (p *barePublisher) publish(sync bool) error {
 	tmp := filepath.Join(p.path, ".fsync-limit-"+strconv.Itoa(p.n)+".tmp")
 	p.n++
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -116,7 +127,7 @@ func (p *barePublisher) publish() error {
 		return fmt.Errorf("fsync limit: %w", err)
 	}
 	_, err = f.Write(p.data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -125,7 +136,7 @@ func (p *barePublisher) publish() error {
 	if err == nil {
 		err = os.Rename(tmp, p.target)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = p.dir.Sync()
 	}
 	if err != nil {
@@ -150,8 +161,8 @@ func printSpeedTargets(w io.Writer, res *Results) {
 			med(sock, pairedEditMetric), med(sock, fsyncLimitMetric), shareSlice, 100*share, 100*editShareTarget, verdict(share >= editShareTarget)))
 	}
 	if rate := med(nosync, "agent_edit_rate"); !math.IsNaN(rate) {
-		lines = append(lines, fmt.Sprintf("guarded fs.edit, --durability none: %.0f edits/s; target ≥ %d: %s",
-			rate, noSyncEditTarget, verdict(rate >= noSyncEditTarget)))
+		lines = append(lines, fmt.Sprintf("guarded fs.edit, --durability none: %.0f edits/s (the disk's bare publication without fsync, same run: %.0f/s); target ≥ %d: %s",
+			rate, med(nosync, nosyncLimitMetric), noSyncEditTarget, verdict(rate >= noSyncEditTarget)))
 	}
 	if ms := med(sock, "agent_read_1MiB"); !math.IsNaN(ms) {
 		lines = append(lines, fmt.Sprintf("fs.read of 1 MiB over the socket: %.2f ms; target ≤ %d ms: %s",
