@@ -356,20 +356,25 @@ func callTyped[T any](ctx context.Context, c *Client, method string, params any)
 }
 
 // watchBuffer is the number of change events a Watch holds for a slow
-// reader; further events are dropped and counted.
-const watchBuffer = 256
+// reader. When it is full the watch ends with a lost event (one more slot
+// is kept for it), never silently dropping a change.
+const watchBuffer = 1024
 
-// Watch is a running fs.watch. Events arrive on C until Close, or until the
-// connection ends (C is then closed).
+// Watch is a running fs.watch. Events arrive on C in seq order. C is
+// closed after Close, after the connection ends, or after a ChangeLost
+// event (the daemon ended the watch, or C was full): then rescan and watch
+// again with since = that event's Seq.
 type Watch struct {
 	ID string
-	C  <-chan ChangeEvent
+	// Seq is the seq the watch started after (WatchResult.Seq).
+	Seq uint64
+	C   <-chan ChangeEvent
 
-	c       *Client
-	ch      chan ChangeEvent
-	mu      sync.Mutex
-	closed  bool
-	dropped atomic.Uint64
+	c      *Client
+	ch     chan ChangeEvent
+	mu     sync.Mutex
+	closed bool
+	last   uint64 // seq of the last event delivered
 }
 
 // Watch calls fs.watch and returns the running watch.
@@ -380,8 +385,8 @@ func (c *Client) Watch(ctx context.Context, p WatchParams) (*Watch, error) {
 		if json.Unmarshal(raw, &r) != nil {
 			return
 		}
-		ch := make(chan ChangeEvent, watchBuffer)
-		w = &Watch{ID: r.Watch, C: ch, c: c, ch: ch}
+		ch := make(chan ChangeEvent, watchBuffer+1)
+		w = &Watch{ID: r.Watch, Seq: r.Seq, C: ch, c: c, ch: ch, last: r.Seq}
 		c.mu.Lock()
 		c.watches[r.Watch] = w
 		c.mu.Unlock()
@@ -396,40 +401,64 @@ func (c *Client) Watch(ctx context.Context, p WatchParams) (*Watch, error) {
 	return w, nil
 }
 
-// Dropped returns how many events were dropped because C was full.
-func (w *Watch) Dropped() uint64 { return w.dropped.Load() }
-
 // Close stops the watch on the daemon and closes C.
 func (w *Watch) Close(ctx context.Context) error {
-	w.c.mu.Lock()
-	_, live := w.c.watches[w.ID]
-	delete(w.c.watches, w.ID)
-	w.c.mu.Unlock()
-	w.closeChan()
-	if !live {
+	if !w.forget() {
+		w.closeChan()
 		return nil
 	}
+	w.closeChan()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return w.c.Call(ctx, MethodUnwatch, UnwatchParams{Watch: w.ID}, nil)
 }
 
+// forget unregisters the watch from its client; false when it was not
+// registered any more.
+func (w *Watch) forget() bool {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	_, live := w.c.watches[w.ID]
+	delete(w.c.watches, w.ID)
+	return live
+}
+
+// deliver queues ev (from the reader goroutine, never blocking). A lost
+// event ends the watch; so does a full C: a lost event is queued in the
+// slot kept for it, and the daemon is told to stop the watch.
 func (w *Watch) deliver(ev ChangeEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return
 	}
-	select {
-	case w.ch <- ev:
-	default:
-		w.dropped.Add(1)
+	if ev.Kind != ChangeLost && len(w.ch) >= watchBuffer {
+		w.ch <- ChangeEvent{Watch: w.ID, Seq: w.last, Kind: ChangeLost}
+		w.closeLocked()
+		if w.forget() {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = w.c.Call(ctx, MethodUnwatch, UnwatchParams{Watch: w.ID}, nil)
+			}()
+		}
+		return
+	}
+	w.ch <- ev
+	w.last = max(w.last, ev.Seq)
+	if ev.Kind == ChangeLost {
+		w.closeLocked()
+		w.forget()
 	}
 }
 
 func (w *Watch) closeChan() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closeLocked()
+}
+
+func (w *Watch) closeLocked() {
 	if !w.closed {
 		w.closed = true
 		close(w.ch)

@@ -42,6 +42,7 @@ func (s *Server) handlers() map[string]handler {
 		MethodUnwatch:      s.unwatch,
 		MethodLog:          s.auditLog,
 		MethodStatus:       s.status,
+		MethodChanges:      s.changesMethod(),
 	}
 	s.branchMethods(t)
 	return t
@@ -169,7 +170,7 @@ func methodNames() []string {
 	return []string{MethodSessionOpen, MethodSessionClose, MethodSessionBind, MethodStat, MethodList,
 		MethodRead, MethodWrite, MethodEdit, MethodPatch, MethodDelete, MethodMove, MethodWatch,
 		MethodUnwatch, MethodLog, MethodStatus, MethodBranchCreate, MethodBranchList, MethodBranchDiff,
-		MethodBranchCommit, MethodBranchDiscard}
+		MethodBranchCommit, MethodBranchDiscard, MethodChanges}
 }
 
 // validID reports whether a raw id is a string, a number or null.

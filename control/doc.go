@@ -18,6 +18,12 @@
 // code -32000 whose data is {"code":"FS_…","path":…,"message":…}; protocol
 // faults use the standard codes -32700, -32600, -32601 and -32602.
 //
+// fs.watch is served from the policy store's change feed (watch.go): every
+// change, whoever made it, is an audit entry whose seq orders it; a watch
+// sends fs.changed notifications for the files in its scope, merged per
+// path within a short window, replayed from a since and then live, and
+// ends with one "lost" notification when it cannot vouch for the rest.
+//
 // # Security
 //
 // The socket file is 0600 inside a 0700 directory, and every peer is checked

@@ -17,6 +17,7 @@ type RPCError struct {
 	Code    provider.Code // FS_… code, "" for protocol faults
 	Path    string        // display path the error concerns, when known
 	Message string        // what happened and what to do next
+	Resume  uint64        // FS_CHANGES_LOST: the since to watch again with, after a rescan
 	// Conflicts are the paths a branch commit or atomic patch conflicts on.
 	Conflicts []string
 }
@@ -46,6 +47,9 @@ func rpcErrorFromObject(o *ErrorObject) *RPCError {
 		e.Conflicts = o.Data.Conflicts
 		if o.Data.Message != "" {
 			e.Message = o.Data.Message
+		}
+		if o.Data.Resume != nil {
+			e.Resume = *o.Data.Resume
 		}
 	}
 	return e
@@ -82,8 +86,13 @@ func errorObject(err error) *ErrorObject {
 		if msg == "" {
 			msg = pe.Error()
 		}
-		return &ErrorObject{Code: CodeFilesystem, Message: string(pe.Code) + ": " + msg,
+		o := &ErrorObject{Code: CodeFilesystem, Message: string(pe.Code) + ": " + msg,
 			Data: &ErrorData{Code: pe.Code, Path: pe.Path, Message: msg}}
+		var lost *policy.ChangesLostError
+		if errors.As(err, &lost) {
+			o.Data.Resume = &lost.Resume
+		}
+		return o
 	}
 	if errors.Is(err, policy.ErrUnknownSession) {
 		msg := err.Error()

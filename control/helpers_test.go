@@ -153,6 +153,7 @@ type rawResponse struct {
 	Result  json.RawMessage `json:"result"`
 	Error   *ErrorObject    `json:"error"`
 	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
 }
 
 func (rc *rawConn) recv(tb testing.TB) rawResponse {

@@ -20,7 +20,10 @@ func (s *Server) mayUse(uid uint32, sess policy.Session) bool {
 // ownedSession returns an open session the connection's peer may act on:
 // an unknown session is invalid params, another uid's FS_PERMISSION_DENIED.
 func (c *conn) ownedSession(id policy.SessionID) (policy.Session, error) {
-	sess, ok := c.s.store.Session(id)
+	sess, ok, err := c.s.store.LookupSession(id)
+	if err != nil {
+		return policy.Session{}, err
+	}
 	if !ok {
 		return policy.Session{}, unknownSession(id)
 	}

@@ -93,6 +93,9 @@ type ErrorData struct {
 	Code    provider.Code `json:"code"`
 	Path    string        `json:"path,omitempty"`
 	Message string        `json:"message"`
+	// Resume is set with FS_CHANGES_LOST: watch again with this since
+	// after a rescan.
+	Resume *uint64 `json:"resume,omitempty"`
 	// Conflicts names the paths of a refused branch commit or atomic
 	// patch (FS_STALE_VERSION).
 	Conflicts []string `json:"conflicts,omitempty"`
@@ -322,15 +325,28 @@ type MoveResult struct {
 	SourceFailure *SourceFailure `json:"sourceFailure,omitempty"`
 }
 
-// WatchParams are the params of fs.watch.
+// WatchParams are the params of fs.watch. Path is a file or a directory
+// (it may not exist yet; its directory must). A watch of a directory
+// reports changes of the directory itself and of its direct children, or
+// with Recursive of everything below it; a watch of a file reports that
+// file (a rename to or from it included). Since, when set, first replays
+// every retained change after that seq, then goes live with no gap and no
+// duplicate; without it the watch starts at the newest change
+// (WatchResult.Seq). A since the daemon cannot vouch for is the error
+// FS_CHANGES_LOST whose data.resume is the seq to subscribe from after a
+// rescan.
 type WatchParams struct {
-	Path string `json:"path"`
-	Cwd  string `json:"cwd,omitempty"`
+	Path      string  `json:"path"`
+	Cwd       string  `json:"cwd,omitempty"`
+	Recursive bool    `json:"recursive,omitempty"`
+	Since     *uint64 `json:"since,omitempty"`
 }
 
-// WatchResult is the result of fs.watch.
+// WatchResult is the result of fs.watch. Seq is the seq the watch starts
+// after (Since, or the newest change when Since was absent).
 type WatchResult struct {
 	Watch string `json:"watch"`
+	Seq   uint64 `json:"seq"`
 }
 
 // UnwatchParams are the params of fs.unwatch.
@@ -338,23 +354,44 @@ type UnwatchParams struct {
 	Watch string `json:"watch"`
 }
 
-// ChangeKind says what a change notification saw.
+// ChangeKind says what changed.
 type ChangeKind string
 
 // Change kinds.
 const (
-	ChangeModified ChangeKind = "modified" // the target exists (Version set)
-	ChangeRemoved  ChangeKind = "removed"  // the target is gone
-	ChangeError    ChangeKind = "error"    // the watcher failed; Error says why
+	ChangeCreated  ChangeKind = "created"  // the path came into existence
+	ChangeModified ChangeKind = "modified" // its bytes changed
+	ChangeAttrib   ChangeKind = "attrib"   // mode, owner or times changed, not the bytes
+	ChangeDeleted  ChangeKind = "deleted"  // the path is gone
+	ChangeRenamed  ChangeKind = "renamed"  // Path was renamed to To
+	// ChangeLost ends the watch: the daemon cannot vouch for every change
+	// after Seq (the subscriber fell behind, or changes were lost). Rescan,
+	// then watch again with since = Seq.
+	ChangeLost ChangeKind = "lost"
 )
 
-// ChangeEvent is the params of an fs.changed notification.
+// ChangeActor is who made a change. A peer of another uid than root and
+// the daemon's sees only the channel of other uids' changes.
+type ChangeActor struct {
+	Channel     policy.Channel   `json:"channel"` // socket, mcp, mount or external
+	Session     policy.SessionID `json:"session,omitempty"`
+	SessionName string           `json:"sessionName,omitempty"`
+	PID         int32            `json:"pid,omitempty"`
+	UID         *uint32          `json:"uid,omitempty"`
+}
+
+// ChangeEvent is the params of an fs.changed notification: one change (or,
+// within the coalescing window, the merge of several changes of one path
+// by one actor, carrying the last seq), or the final lost event (no
+// actor). Path is the changed file itself; To is a rename's destination.
 type ChangeEvent struct {
 	Watch   string           `json:"watch"`
+	Seq     uint64           `json:"seq"`
 	Path    string           `json:"path"`
-	Version provider.Version `json:"version,omitempty"`
 	Kind    ChangeKind       `json:"kind"`
-	Error   string           `json:"error,omitempty"`
+	To      string           `json:"to,omitempty"`
+	Version provider.Version `json:"version,omitempty"`
+	Actor   *ChangeActor     `json:"actor,omitempty"`
 }
 
 // LogParams are the params of fs.log. Every filter is optional and they

@@ -42,9 +42,16 @@ type Config struct {
 	// answered with a CodeUnavailable error line and closed. Default
 	// DefaultMaxConnections.
 	MaxConnections int
-	// MaxWatches bounds fs.watch watches across connections (each holds a
-	// descriptor). Default DefaultMaxWatches.
+	// MaxWatches bounds fs.watch watches across connections (each is a
+	// feed subscription with its buffer). Default DefaultMaxWatches.
 	MaxWatches int
+	// WatchBuffer bounds how many changes a watch may fall behind by before
+	// it gets a lost event and ends. Default policy.DefaultFeedBuffer.
+	WatchBuffer int
+	// WatchWindow is how long a watch collects changes before sending
+	// them, merging the changes of one path by one actor. Default
+	// DefaultWatchWindow.
+	WatchWindow time.Duration
 	// MaxRequests bounds the requests served at once across connections
 	// (each may hold a few descriptors); more wait. Default
 	// DefaultMaxRequests.
@@ -65,6 +72,11 @@ type Config struct {
 	// branch parameter; nil: they answer an error.
 	Branches *branch.Manager
 
+	// ExternalWatched reports whether the backing-tree watcher runs (nil:
+	// it does not); without it fs.changes cannot vouch for changes made in
+	// the workspace directory and answers everything: true.
+	ExternalWatched func() bool
+
 	hooks testHooks // in-package tests only
 }
 
@@ -72,6 +84,7 @@ type Config struct {
 const (
 	DefaultMaxConnections = 256
 	DefaultMaxWatches     = 256
+	DefaultWatchWindow    = 30 * time.Millisecond
 	DefaultMaxRequests    = 64
 	DefaultRequestTimeout = 30 * time.Second
 	DefaultIdleTimeout    = 10 * time.Minute
@@ -95,6 +108,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxWatches <= 0 {
 		c.MaxWatches = DefaultMaxWatches
 	}
+	if c.WatchBuffer <= 0 {
+		c.WatchBuffer = policy.DefaultFeedBuffer
+	}
+	if c.WatchWindow <= 0 {
+		c.WatchWindow = DefaultWatchWindow
+	}
 	if c.MaxRequests <= 0 {
 		c.MaxRequests = DefaultMaxRequests
 	}
@@ -111,12 +130,13 @@ func (c Config) withDefaults() Config {
 }
 
 // Descriptors returns the most file descriptors the server holds at once
-// with this configuration (defaults applied): one per connection, two per
-// watch, fdsPerRequest per request served, and the listener. The daemon
+// with this configuration (defaults applied): one per connection,
+// fdsPerRequest per request served, and the listener (a watch is a feed
+// subscription and holds none). The daemon
 // keeps its descriptor limit above this plus what the mount needs.
 func (c Config) Descriptors() int {
 	c = c.withDefaults()
-	return c.MaxConnections + 2*c.MaxWatches + fdsPerRequest*c.MaxRequests + 2
+	return c.MaxConnections + fdsPerRequest*c.MaxRequests + 2
 }
 
 // Server serves the control socket. Create it with NewServer, run Serve, stop

@@ -3,31 +3,65 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path"
 	"sync"
+	"time"
 
+	"github.com/dshmount/dshmount/overlay/branch"
+	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
-// watchState coalesces a provider watch's callbacks into fs.changed
-// notifications on one connection. Bursts of changes collapse into one
-// notification carrying the version current when it is sent.
+// fs.watch is served from the store's change feed (policy.Subscribe):
+// every change made through the socket, the mount or (with serve --watch)
+// directly in the workspace directory is an audit entry with a seq. A
+// watch keeps the entries in its scope, maps each to an event (changeOf),
+// merges the changes of one path by one actor within WatchWindow
+// (coalescer) and sends them as fs.changed notifications in seq order.
+// When the feed cannot vouch for every change any more (the watch fell
+// behind by WatchBuffer changes, the backing-tree watcher overflowed, the
+// store closes), the watch sends one "lost" event and ends.
+//
+// Who sees what: a peer may only watch a path it can read (checked with
+// its own credentials when the watch starts: a directory must be
+// listable, a file readable; a missing path needs a listable directory).
+// A peer served with its own credentials (another uid, root daemon) is
+// told of a change below the watched directory only when it may list the
+// changed path's directory (checked with its credentials, remembered per
+// directory for the watch's life): a rename out of a directory it may not
+// list is a creation at the destination, one into such a directory a
+// deletion of the source.
+// Paths the view hides are never audited, so never reported. A watch
+// follows the workspace: changes made inside a branch are not reported. A peer of
+// another uid than root and the daemon's sees every change in its scope
+// (as inotify would show it) but only the channel of other uids' changes:
+// their session, session name, pid and uid are left out (fs.log shows
+// such a peer only its own entries).
+
+// maxPendingEvents flushes a window early once it holds this many events.
+const maxPendingEvents = 1024
+
+// watchState is one running watch.
 type watchState struct {
 	id     string
-	target provider.Target
-	signal chan struct{} // capacity 1: a pending change
+	scope  watchScope
+	sub    *policy.Subscription
+	peer   uint32 // the watching peer's uid
+	full   bool   // the peer sees every actor's details
 	stopCh chan struct{}
-
-	mu   sync.Mutex
-	errs []string // watcher failures not yet reported
+	// creds are the peer's own credentials (nil: served as the daemon);
+	// listable remembers which directories they may list.
+	creds    *creds
+	listable map[string]bool
 
 	once    sync.Once
-	closer  interface{ Close() error }
 	release func() // gives the watch's slot back
 }
 
-// watch starts watching a file or directory; notifications begin once the
-// response with the watch id has been written.
+// watch starts a watch; notifications begin once the response with the
+// watch id has been written.
 func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p WatchParams
 	if err := decodeParams(MethodWatch, params, &p); err != nil {
@@ -37,89 +71,229 @@ func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
+	if err := s.mayWatch(ctx, t); err != nil {
+		return nil, err
+	}
 	if s.watches.Add(1) > int64(s.cfg.MaxWatches) {
 		s.watches.Add(-1)
 		return nil, &callError{obj: ErrorObject{Code: CodeUnavailable,
-			Message: fmt.Sprintf("the daemon already runs %d watches (its limit); unwatch one or watch a common parent directory instead", s.cfg.MaxWatches)}}
+			Message: fmt.Sprintf("the daemon already runs %d watches (its limit); unwatch one or watch a common parent directory recursively instead", s.cfg.MaxWatches)}}
 	}
-	w := &watchState{
-		release: func() { s.watches.Add(-1) },
-		id:      fmt.Sprintf("w%d", s.watchSeq.Add(1)),
-		target:  t,
-		signal:  make(chan struct{}, 1),
-		stopCh:  make(chan struct{}),
+	release := func() { s.watches.Add(-1) }
+	since := s.store.LastSeq()
+	if p.Since != nil {
+		since = *p.Since
 	}
-	closer, err := s.fs.Watch(c.ctx, t, w.changed)
+	sub, err := s.store.Subscribe(since, s.cfg.WatchBuffer)
 	if err != nil {
-		w.stop()
+		release()
+		var lost *policy.ChangesLostError
+		if errors.As(err, &lost) {
+			return nil, fmt.Errorf("watch %s: %w", t.DisplayPath, err)
+		}
+		if provider.CodeOf(err) == provider.CodeInvalidArgument {
+			msg := fmt.Sprintf("since %d is after the newest change (seq %d); pass a seq a watch or fs.log gave you", since, s.store.LastSeq())
+			return nil, &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: msg,
+				Data: &ErrorData{Code: provider.CodeInvalidArgument, Path: t.DisplayPath, Message: msg}}}
+		}
 		return nil, fmt.Errorf("watch %s: %w", t.DisplayPath, err)
 	}
-	w.closer = closer
+	uid := c.peer().UID
+	w := &watchState{
+		id:      fmt.Sprintf("w%d", s.watchSeq.Add(1)),
+		scope:   watchScope{root: t.DisplayPath, recursive: p.Recursive},
+		sub:     sub,
+		peer:    uid,
+		full:    s.privileged(uid),
+		stopCh:  make(chan struct{}),
+		release: release,
+		creds:   c.creds,
+		// Checked above: the watched path's directory, or the directory
+		// itself.
+		listable: map[string]bool{t.DisplayPath: true, path.Dir(t.DisplayPath): true},
+	}
 	if !c.addWatch(w.id, w.stop) {
 		w.stop()
 		return nil, fmt.Errorf("watch %s: the connection is closing", t.DisplayPath)
 	}
 	return withAfter{
-		result: WatchResult{Watch: w.id},
+		result: WatchResult{Watch: w.id, Seq: since},
 		after:  func() { go s.deliver(c, w) },
 	}, nil
 }
 
-// changed is the provider callback; it never blocks.
-func (w *watchState) changed(err error) {
-	if err != nil {
-		w.mu.Lock()
-		if len(w.errs) < 16 {
-			w.errs = append(w.errs, err.Error())
+// mayWatch checks, with the peer's credentials (handlers run with them),
+// that it may read what it watches: a directory must be listable, a file
+// readable, and a missing path's directory listable.
+func (s *Server) mayWatch(ctx context.Context, t provider.Target) error {
+	info, err := s.fs.Stat(ctx, t)
+	switch {
+	case provider.CodeOf(err) == provider.CodeNotFound || (err == nil && info == nil):
+		if t.DisplayPath == "." {
+			return provider.NewError(provider.CodeNotFound, "watch", ".", nil, "the workspace root is gone")
 		}
-		w.mu.Unlock()
-	}
-	select {
-	case w.signal <- struct{}{}:
+		dir, derr := s.fs.Resolve(ctx, path.Dir(t.DisplayPath), provider.ResolveOptions{})
+		if derr == nil {
+			_, derr = s.fs.ListDir(ctx, dir)
+		}
+		if derr != nil {
+			return fmt.Errorf("watch %s (it does not exist; its directory must): %w", t.DisplayPath, derr)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("watch %s: %w", t.DisplayPath, err)
+	case info.Type == provider.TypeDirectory:
+		_, err = s.fs.ListDir(ctx, t)
 	default:
+		_, err = s.fs.ReadByteRange(ctx, t, provider.ByteRange{})
+		if provider.CodeOf(err) == provider.CodeNotRegularFile {
+			err = nil // a symlink or a special file: nothing to read, nothing leaks
+		}
 	}
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", t.DisplayPath, err)
+	}
+	return nil
 }
 
 // stop ends the watch; idempotent.
 func (w *watchState) stop() {
 	w.once.Do(func() {
 		close(w.stopCh)
-		if w.closer != nil {
-			_ = w.closer.Close()
-		}
+		w.sub.Close()
 		w.release()
 	})
 }
 
-// deliver sends notifications until the watch stops or the connection
-// closes.
+// deliver sends the watch's notifications until it stops, the connection
+// closes or the feed is lost.
 func (s *Server) deliver(c *conn, w *watchState) {
+	var (
+		co    coalescer
+		timer *time.Timer
+		due   <-chan time.Time
+		last  uint64 // seq of the last change seen (sent or out of scope)
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	flush := func() {
+		for _, ev := range co.take() {
+			c.notify(NotifyChanged, ev)
+		}
+		due = nil
+	}
 	for {
 		select {
+		case it, ok := <-w.sub.C:
+			if !ok || it.Lost {
+				flush()
+				c.notify(NotifyChanged, ChangeEvent{Watch: w.id, Seq: max(last, s.store.LastSeq()), Path: w.scope.root, Kind: ChangeLost})
+				if stop, ok := c.removeWatch(w.id); ok {
+					stop()
+				}
+				return
+			}
+			last = it.Entry.Seq
+			ev, ok := s.eventFor(w, it.Entry)
+			if ok && w.creds != nil {
+				ev, ok = s.visibleTo(c.ctx, w, ev)
+			}
+			if !ok {
+				continue
+			}
+			co.add(ev)
+			switch {
+			case len(co.pending) >= maxPendingEvents:
+				flush()
+			case due == nil:
+				if timer == nil {
+					timer = time.NewTimer(s.cfg.WatchWindow)
+				} else {
+					timer.Reset(s.cfg.WatchWindow)
+				}
+				due = timer.C
+			}
+		case <-due:
+			flush()
 		case <-w.stopCh:
 			return
 		case <-c.ctx.Done():
 			w.stop()
 			return
-		case <-w.signal:
 		}
-		w.mu.Lock()
-		errs := w.errs
-		w.errs = nil
-		w.mu.Unlock()
-		for _, e := range errs {
-			c.notify(NotifyChanged, ChangeEvent{Watch: w.id, Path: w.target.DisplayPath, Kind: ChangeError, Error: e})
-		}
-		ev := ChangeEvent{Watch: w.id, Path: w.target.DisplayPath, Kind: ChangeRemoved}
-		info, err := s.fs.Stat(c.ctx, w.target)
-		switch {
-		case err != nil:
-			ev.Kind, ev.Error = ChangeError, err.Error()
-		case info != nil:
-			ev.Kind, ev.Version = ChangeModified, info.Version
-		}
-		c.notify(NotifyChanged, ev)
 	}
+}
+
+// eventFor maps an entry to w's event, or false when it is out of scope.
+func (s *Server) eventFor(w *watchState, e policy.AuditEntry) (ChangeEvent, bool) {
+	if branch.IsKey(e.Key) {
+		return ChangeEvent{}, false // made in a branch, not in the workspace a watch follows
+	}
+	ev := changeOf(e)
+	if !w.scope.covers(ev.Path) && !w.scope.covers(ev.To) {
+		return ChangeEvent{}, false
+	}
+	ev.Watch = w.id
+	a := &ChangeActor{Channel: e.Actor.Channel}
+	if w.full || e.Actor.UID == w.peer {
+		uid := e.Actor.UID
+		a.Session, a.SessionName, a.PID, a.UID = e.Actor.Session, s.names.name(e.Actor.Session), e.Actor.PID, &uid
+	}
+	ev.Actor = a
+	return ev, true
+}
+
+// maxListable bounds the directories a watch remembers as listable or
+// not; past it the memory starts over.
+const maxListable = 4096
+
+// visibleTo trims ev to what a peer with its own credentials may see: each
+// of its paths must be in a directory the peer may list.
+func (s *Server) visibleTo(ctx context.Context, w *watchState, ev ChangeEvent) (ChangeEvent, bool) {
+	from := s.mayList(ctx, w, path.Dir(ev.Path))
+	if ev.Kind != ChangeRenamed {
+		return ev, from
+	}
+	to := s.mayList(ctx, w, path.Dir(ev.To))
+	switch {
+	case from && to:
+		return ev, true
+	case to: // from a directory the peer may not list: a new file to it
+		ev.Kind, ev.Path, ev.To = ChangeCreated, ev.To, ""
+		return ev, w.scope.covers(ev.Path)
+	case from: // into a directory the peer may not list: gone
+		ev.Kind, ev.To, ev.Version = ChangeDeleted, "", ""
+		return ev, w.scope.covers(ev.Path)
+	}
+	return ev, false
+}
+
+// mayList reports whether w's peer may list dir, with its credentials.
+func (s *Server) mayList(ctx context.Context, w *watchState, dir string) bool {
+	if ok, known := w.listable[dir]; known {
+		return ok
+	}
+	ok := false
+	err := w.creds.run(s.self, func() {
+		t, err := s.fs.Resolve(ctx, dir, provider.ResolveOptions{})
+		if err == nil {
+			_, err = s.fs.ListDir(ctx, t)
+		}
+		ok = err == nil
+	})
+	if err != nil {
+		s.log.Error("check a watcher's permission with its credentials", "uid", w.creds.uid, "dir", dir, "err", err)
+		ok = false
+	}
+	if len(w.listable) >= maxListable {
+		clear(w.listable)
+		w.listable[w.scope.root], w.listable[path.Dir(w.scope.root)] = true, true
+	}
+	w.listable[dir] = ok
+	return ok
 }
 
 // unwatch stops a watch of this connection.

@@ -21,7 +21,6 @@ package overlay
 import (
 	"context"
 	"fmt"
-	"io"
 	"iter"
 	"path"
 	"strings"
@@ -313,14 +312,6 @@ func (v *View) MoveFile(ctx context.Context, src, dst provider.Target, opts prov
 		return provider.MoveOutcome{}, err
 	}
 	return v.fs.MoveFile(ctx, src, dst, opts)
-}
-
-// Watch implements provider.FileSystem.
-func (v *View) Watch(ctx context.Context, t provider.Target, changed func(err error)) (io.Closer, error) {
-	if err := v.denyHidden("watch", relOfTarget(t)); err != nil {
-		return nil, err
-	}
-	return v.fs.Watch(ctx, t, changed)
 }
 
 // ProcessPath implements provider.FileSystem.

@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"context"
-	"io"
 	"iter"
 	"path"
 	"sort"
@@ -129,11 +128,6 @@ func (f *fakeFS) MoveFile(_ context.Context, src, dst provider.Target, _ provide
 	return provider.MoveOutcome{SourceDeleted: true}, nil
 }
 
-func (f *fakeFS) Watch(context.Context, provider.Target, func(error)) (io.Closer, error) {
-	f.calls++
-	return io.NopCloser(nil), nil
-}
-
 func (f *fakeFS) ProcessPath(t provider.Target) string { return string(t.Key) }
 
 func (f *fakeFS) ProcessPathFromHostPath(h string) (string, bool) { return h, true }
@@ -179,7 +173,6 @@ func TestView_HiddenTargetIsSandboxDeniedOnEveryCall(t *testing.T) {
 			_, err := v.MoveFile(ctx, fake.target("main.go"), hidden, provider.MoveOptions{})
 			return err
 		},
-		"watch": func() error { _, err := v.Watch(ctx, hidden, func(error) {}); return err },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

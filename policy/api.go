@@ -1,7 +1,13 @@
 // Package policy turns "read before you write" into guards. It owns the
-// observation store on Badger (sessions, observations, the content-digest
-// cache, last writers, the audit log) and the Engine: the one decide → provider call
-// → record path that the control socket and the FUSE layer both use.
+// observation store (sessions, observations, the content-digest cache, last
+// writers, the audit log) and the Engine: the one decide → provider call →
+// record path that the control socket and the FUSE layer both use.
+//
+// The store keeps its records on a kv.Engine (package policy/kv): Badger in
+// the daemon's state directory by default, or etcd shared by every daemon
+// that guards one workspace (shared.go says what changes then: records
+// written through, a claim on each file's version record around a
+// mutation, one audit seq, the change feed from an etcd watch).
 //
 // It must not know about FUSE or sockets.
 package policy

@@ -42,6 +42,9 @@ type AuditEntry struct {
 	Refused       provider.Code `json:",omitempty"` // "": a completed mutation
 	Reason        string        `json:",omitempty"` // why it was refused
 	Suppressed    uint64        `json:",omitempty"` // refusals of the same key left out before this one
+	// Daemon names the daemon that recorded the entry, on a shared store
+	// (host/pid/random); "" on Badger.
+	Daemon string `json:",omitempty"`
 }
 
 // IsRefusal reports whether e records a refused attempt rather than a
@@ -110,13 +113,12 @@ func (s *Store) SetLastWrite(key provider.Key, rec WriteRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode last writer of %s: %w", rec.Path, err)
 	}
-	s.buf.put(lastWriteKey(key), val, true)
-	return nil
+	return s.put(lastWriteKey(s.storedKey(key)), val, true)
 }
 
 // LastWrite returns the last writer of key.
 func (s *Store) LastWrite(key provider.Key) (WriteRecord, bool) {
-	val, ok, err := s.lookup(lastWriteKey(key))
+	val, ok, err := s.lookup(lastWriteKey(s.storedKey(key)))
 	if err != nil || !ok {
 		if err != nil {
 			s.log.Error("read last writer", "err", err)
@@ -140,12 +142,26 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 	if e.Time.IsZero() {
 		e.Time = s.opts.Now()
 	}
+	stored := e
+	stored.Key = s.storedKey(e.Key)
+	if s.shared {
+		// Subscribers get it from the engine's watch, in seq order with
+		// every other daemon's entries (see shared_feed.go).
+		stored.Daemon = s.owner
+		s.seqMu.Lock()
+		defer s.seqMu.Unlock()
+		if _, err := s.appendShared(stored); err != nil {
+			return fmt.Errorf("append audit entry for %s: %w", e.Path, err)
+		}
+		return nil
+	}
 	// The seq is assigned and the entry published under the feed's lock,
 	// so subscribers see entries in seq order.
 	s.feed.mu.Lock()
 	defer s.feed.mu.Unlock()
 	e.Seq = s.auditSeq.next()
-	val, err := json.Marshal(e)
+	stored.Seq = e.Seq
+	val, err := json.Marshal(stored)
 	if err != nil {
 		return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
 	}
@@ -165,6 +181,17 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	if q.Limit <= 0 {
 		q.Limit = DefaultAuditLimit
 	}
+	// Every entry up to complete was buffered before the flush below
+	// starts (seqs are assigned and buffered under the feed's lock), so
+	// the engine holds all of them after it. A newer entry may be there
+	// while an older one is still buffered (a flush takes the buffer's
+	// shards one by one): reading past complete could skip that older one
+	// for a reader paging with Since. (A shared engine also holds other
+	// daemons' entries, whose seqs this store does not order: no cap.)
+	complete := ^uint64(0)
+	if !s.db.Shared() {
+		complete = s.LastSeq()
+	}
 	if err := s.flush(); err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
@@ -179,10 +206,17 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 		r.Start = auditKey(q.Since + 1)
 	}
 	err := s.db.Scan(context.Background(), r, func(p kv.Pair) error {
+		if auditSeqOf(p.Key) > complete {
+			if forward {
+				return errScanDone
+			}
+			return nil
+		}
 		var e AuditEntry
 		if err := json.Unmarshal(p.Value, &e); err != nil {
 			return fmt.Errorf("decode audit entry %x: %w", p.Key, err)
 		}
+		e.Key = s.hostKey(e.Key)
 		if q.matches(e) {
 			out = append(out, e)
 		}

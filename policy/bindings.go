@@ -27,12 +27,21 @@ type BindingRecord struct {
 }
 
 // bindingKey is the store key of rec: one per cgroup or per process
-// incarnation.
-func bindingKey(rec BindingRecord) []byte {
+// incarnation, under this host on a shared engine.
+func (s *Store) bindingKey(rec BindingRecord) []byte {
 	if rec.Cgroup != "" {
-		return []byte(prefixBinding + "c" + rec.Cgroup)
+		return []byte(s.bindingPrefix() + "c" + rec.Cgroup)
 	}
-	return []byte(prefixBinding + "p" + strconv.Itoa(rec.PID) + ":" + strconv.FormatUint(rec.Start, 10))
+	return []byte(s.bindingPrefix() + "p" + strconv.Itoa(rec.PID) + ":" + strconv.FormatUint(rec.Start, 10))
+}
+
+// bindingPrefix is where this daemon's bindings live: pids and cgroups
+// name processes of one host only.
+func (s *Store) bindingPrefix() string {
+	if s.shared {
+		return prefixBinding + s.opts.Host + "/"
+	}
+	return prefixBinding
 }
 
 // PutBinding stores rec durably (written and synced before it returns): a
@@ -47,7 +56,7 @@ func (s *Store) PutBinding(rec BindingRecord) error {
 		return fmt.Errorf("encode binding of session %s: %w", rec.Session, err)
 	}
 	ctx := context.Background()
-	if err := s.db.Write(ctx, []kv.Op{kv.Put(bindingKey(rec), val)}); err != nil {
+	if err := s.db.Write(ctx, []kv.Op{kv.Put(s.bindingKey(rec), val)}); err != nil {
 		return fmt.Errorf("store binding of session %s: %w", rec.Session, err)
 	}
 	if err := s.db.Sync(ctx); err != nil {
@@ -61,7 +70,7 @@ func (s *Store) DeleteBinding(rec BindingRecord) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.db.Write(context.Background(), []kv.Op{kv.Delete(bindingKey(rec))}); err != nil {
+	if err := s.db.Write(context.Background(), []kv.Op{kv.Delete(s.bindingKey(rec))}); err != nil {
 		return fmt.Errorf("delete binding of session %s: %w", rec.Session, err)
 	}
 	return nil
@@ -73,7 +82,7 @@ func (s *Store) Bindings() ([]BindingRecord, error) {
 		return nil, ErrClosed
 	}
 	var out []BindingRecord
-	prefix := []byte(prefixBinding)
+	prefix := []byte(s.bindingPrefix())
 	err := s.db.Scan(context.Background(), kv.Range{Prefix: prefix}, func(p kv.Pair) error {
 		var rec BindingRecord
 		if err := json.Unmarshal(p.Value, &rec); err != nil {

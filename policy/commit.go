@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dshmount/dshmount/provider"
 )
@@ -19,6 +20,7 @@ type mutation struct {
 	sourceDeleted bool             // move/rename: the source is gone
 	unconditional bool
 	detail        string
+	claim         *Claim // shared store: released by the commit's transaction
 }
 
 // commit records a completed mutation: the session's observation, the last
@@ -32,6 +34,35 @@ func (e *Engine) commit(ctx context.Context, m mutation) error {
 	if m.to != nil {
 		result = *m.to
 	}
+	after := m.after
+	if m.obs.Kind == ObservedAbsent {
+		after = ""
+	}
+	entry := AuditEntry{
+		Time: now, Key: m.target.Key, Path: m.target.DisplayPath, Op: m.op, Actor: m.actor,
+		Before: m.before, After: after, Unconditional: m.unconditional, Detail: m.detail,
+	}
+	if m.to != nil {
+		entry.To = m.to.DisplayPath
+	}
+	if s.shared {
+		e.logRecordErr(s.commitShared(m, result, after, entry), "record the mutation", result)
+	} else {
+		e.recordLocal(m, result, after, now, entry)
+	}
+	if m.actor.Channel != ChannelExternal {
+		e.own.commit(m)
+	}
+	return e.notify(ctx, Event{
+		Actor: m.actor, Op: m.op, Target: m.target, Observation: m.obs,
+		Before: m.before, After: after, To: m.to,
+	})
+}
+
+// recordLocal records a mutation in a store that is not shared: each
+// record buffered on its own.
+func (e *Engine) recordLocal(m mutation, result provider.Target, after provider.Version, now time.Time, entry AuditEntry) {
+	s := e.store
 	if m.actor.Session != "" {
 		if m.obs.Kind != ObservedPresent || m.obs.Version != "" {
 			e.logRecordErr(s.Record(m.actor.Session, result.Key, m.obs), "record observation", result)
@@ -39,10 +70,6 @@ func (e *Engine) commit(ctx context.Context, m mutation) error {
 		if m.to != nil && m.sourceDeleted {
 			e.logRecordErr(s.Record(m.actor.Session, m.target.Key, Absent()), "record observation", m.target)
 		}
-	}
-	after := m.after
-	if m.obs.Kind == ObservedAbsent {
-		after = ""
 	}
 	e.logRecordErr(s.SetLastWrite(result.Key, WriteRecord{
 		Actor: m.actor, Op: m.op, Time: now, Version: after, Path: result.DisplayPath,
@@ -52,21 +79,7 @@ func (e *Engine) commit(ctx context.Context, m mutation) error {
 			Actor: m.actor, Op: m.op, Time: now, Path: m.target.DisplayPath,
 		}), "record last writer", m.target)
 	}
-	entry := AuditEntry{
-		Time: now, Key: m.target.Key, Path: m.target.DisplayPath, Op: m.op, Actor: m.actor,
-		Before: m.before, After: after, Unconditional: m.unconditional, Detail: m.detail,
-	}
-	if m.to != nil {
-		entry.To = m.to.DisplayPath
-	}
 	e.logRecordErr(s.AppendAudit(entry), "append audit entry", m.target)
-	if m.actor.Channel != ChannelExternal {
-		e.own.commit(m)
-	}
-	return e.notify(ctx, Event{
-		Actor: m.actor, Op: m.op, Target: m.target, Observation: m.obs,
-		Before: m.before, After: after, To: m.to,
-	})
 }
 
 func (e *Engine) logRecordErr(err error, what string, t provider.Target) {

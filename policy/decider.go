@@ -37,7 +37,10 @@ func NewObservationDecider(store *Store) ObservationDecider { return Observation
 
 // WriteIntent implements Decider.
 func (d ObservationDecider) WriteIntent(_ context.Context, a Actor, t provider.Target) (*provider.WriteIntent, error) {
-	obs, ok := d.store.Observation(a.Session, t.Key)
+	obs, ok, err := d.store.observation(a.Session, t.Key)
+	if err != nil {
+		return nil, storeError("write", t.DisplayPath, err)
+	}
 	if !ok || obs.Kind == ObservedAbsent {
 		return &provider.WriteIntent{Kind: provider.CreateIfAbsent}, nil
 	}
@@ -55,8 +58,10 @@ func (d ObservationDecider) DeleteIntent(_ context.Context, a Actor, t provider.
 }
 
 func (d ObservationDecider) versionGuard(a Actor, t provider.Target, op string) (*provider.VersionGuard, error) {
-	obs, ok := d.store.Observation(a.Session, t.Key)
+	obs, ok, err := d.store.observation(a.Session, t.Key)
 	switch {
+	case err != nil:
+		return nil, storeError(op, t.DisplayPath, err)
 	case !ok:
 		return nil, notObserved(op, t.DisplayPath)
 	case obs.Kind == ObservedAbsent:

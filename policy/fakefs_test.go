@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"io"
 	"iter"
 	"path"
 	"strconv"
@@ -228,10 +227,6 @@ func (f *fakeFS) MoveFile(_ context.Context, src, dst provider.Target, opts prov
 	delete(f.files, src.Key)
 	out.SourceDeleted = true
 	return out, nil
-}
-
-func (f *fakeFS) Watch(context.Context, provider.Target, func(error)) (io.Closer, error) {
-	return nil, provider.NewError(provider.CodeIOError, "watch", "", nil, "the fake cannot watch")
 }
 
 func (f *fakeFS) ProcessPath(t provider.Target) string { return string(t.Key) }

@@ -57,12 +57,27 @@ type Subscription struct {
 }
 
 // changesLostMsg explains FS_CHANGES_LOST.
-const changesLostMsg = "changes after seq %d are not all known (from before this daemon run, or before a lost watch); rescan, then subscribe from seq %d"
+const changesLostMsg = "changes after seq %d are not all known (from before this daemon run, older than the retained history, or before a lost watch); rescan, then subscribe from seq %d"
+
+// ChangesLostError is the FS_CHANGES_LOST error of Subscribe: the store
+// cannot vouch for every change after Since; rescan, then subscribe from
+// Resume. It unwraps to the *provider.Error with that code.
+type ChangesLostError struct {
+	Since, Resume uint64
+	err           *provider.Error
+}
+
+// Error implements error.
+func (e *ChangesLostError) Error() string { return e.err.Error() }
+
+// Unwrap returns the FS_CHANGES_LOST *provider.Error.
+func (e *ChangesLostError) Unwrap() error { return e.err }
 
 // changesLost is the FS_CHANGES_LOST error naming the seq to resubscribe
 // from.
 func changesLost(since, resume uint64) error {
-	return provider.NewError(provider.CodeChangesLost, "watch", "", nil, changesLostMsg, since, resume)
+	return &ChangesLostError{Since: since, Resume: resume,
+		err: provider.NewError(provider.CodeChangesLost, "watch", "", nil, changesLostMsg, since, resume)}
 }
 
 // newFeed starts the feed of a store that just opened: it consumes one seq
@@ -91,6 +106,13 @@ func (s *Store) MarkChangesLost() {
 		sub.fail()
 	}
 	clear(f.subs)
+}
+
+// vouchesAfter is the feed's base: changes after it are all known.
+func (f *feed) vouchesAfter() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.base
 }
 
 // end tells every subscriber it lost the feed (the store closes).
@@ -192,6 +214,10 @@ func (sub *Subscription) run(s *Store, since, upto uint64) {
 				s.log.Error("replay the change feed", "since", cur, "err", err)
 			}
 			send(FeedItem{Lost: true})
+			return
+		}
+		if f := sub.feed; f.vouchesAfter() > cur {
+			send(FeedItem{Lost: true}) // pruned under the replay
 			return
 		}
 		slices.Reverse(page) // oldest first

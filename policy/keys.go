@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/dshmount/dshmount/provider"
 )
@@ -13,10 +14,17 @@ import (
 //	m/<name>                     meta: clean-shutdown marker, leases
 //	s/<session>                  session record (JSON)
 //	o/<session>\x00<target key>  observation (kind byte + version)
+//	v/<target key>               version record and claim (JSON; shared engine only)
 //	d/<dev:8><ino:8>             cached content digest (encodeDigest; not on a shared engine)
 //	w/<target key>               last writer (JSON)
 //	a/<seq:8>                    audit entry (JSON), big-endian sequence
-//	b/c<cgroup> | b/p<pid>:<start> process binding (JSON)
+//	b/c<cgroup> | b/p<pid>:<start> process binding (JSON); on a shared
+//	                             engine b/<host>/c… and b/<host>/p…
+//	m/seq/audit                  audit seq counter (shared engine only)
+//
+// A target key below Options.WorkspaceRoot is stored relative to it, as
+// "./<path>" (storedKey), so two hosts that mount one workspace under
+// different paths name its files alike.
 const (
 	prefixMeta        = "m/"
 	prefixSession     = "s/"
@@ -26,9 +34,44 @@ const (
 	prefixAudit       = "a/"
 	prefixBinding     = "b/"
 
+	prefixVersion = "v/"
+
 	keyClean      = prefixMeta + "clean"
 	keyLeaseAudit = prefixMeta + "lease/audit"
+	keySeqAudit   = prefixMeta + "seq/audit"
 )
+
+// storedKey is key as the store names it: "./" and the path relative to
+// the workspace root when it is below it ("." for the root itself), else
+// unchanged (an absolute path elsewhere, or a key of another namespace such
+// as a branch's "branch/NAME/…", which never starts with "./").
+func (s *Store) storedKey(key provider.Key) provider.Key {
+	r := s.opts.WorkspaceRoot
+	switch {
+	case r == "":
+		return key
+	case string(key) == r:
+		return "."
+	case len(key) > len(r) && key[len(r)] == '/' && string(key[:len(r)]) == r:
+		return "./" + key[len(r)+1:]
+	}
+	return key
+}
+
+// hostKey reverses storedKey: a workspace-relative key becomes this host's
+// path.
+func (s *Store) hostKey(key provider.Key) provider.Key {
+	r := s.opts.WorkspaceRoot
+	switch {
+	case r == "":
+		return key
+	case key == ".":
+		return provider.Key(r)
+	case strings.HasPrefix(string(key), "./"):
+		return provider.Key(r) + key[1:]
+	}
+	return key
+}
 
 func sessionKey(id SessionID) []byte { return []byte(prefixSession + string(id)) }
 

@@ -12,23 +12,30 @@ import (
 // means unseen; so does an unknown or closed session, or an unreadable
 // record (logged), which only makes the guard stricter.
 func (s *Store) Observation(id SessionID, key provider.Key) (Observation, bool) {
-	if id == "" {
-		return Observation{}, false
-	}
-	val, ok, err := s.lookup(observationKey(id, key))
+	obs, ok, err := s.observation(id, key)
 	if err != nil {
 		s.log.Error("read observation", "session", id, "err", err)
 		return Observation{}, false
 	}
-	if !ok {
-		return Observation{}, false
+	return obs, ok
+}
+
+// observation is Observation with the engine's failure as an error
+// (ErrStoreUnavailable on a shared engine that cannot be reached).
+func (s *Store) observation(id SessionID, key provider.Key) (Observation, bool, error) {
+	if id == "" {
+		return Observation{}, false, nil
+	}
+	val, ok, err := s.lookup(observationKey(id, s.storedKey(key)))
+	if err != nil || !ok {
+		return Observation{}, false, err
 	}
 	obs, err := decodeObservation(val)
 	if err != nil {
 		s.log.Error("decode observation", "session", id, "err", err)
-		return Observation{}, false
+		return Observation{}, false, nil
 	}
-	return obs, true
+	return obs, true, nil
 }
 
 // Record stores obs as what session id now knows of key. The session must be
@@ -55,8 +62,7 @@ func (s *Store) Record(id SessionID, key provider.Key, obs Observation) error {
 	if st.closed {
 		return unknownSession(id)
 	}
-	s.buf.put(observationKey(id, key), encodeObservation(obs), true)
-	return nil
+	return s.put(observationKey(id, s.storedKey(key)), encodeObservation(obs), true)
 }
 
 // Forget removes session id's observation of key, so it is unseen again.
@@ -70,8 +76,7 @@ func (s *Store) Forget(id SessionID, key provider.Key) error {
 	if st.closed {
 		return unknownSession(id)
 	}
-	s.buf.del(observationKey(id, key))
-	return nil
+	return s.del(observationKey(id, s.storedKey(key)))
 }
 
 func unknownSession(id SessionID) error {
@@ -89,7 +94,7 @@ func (s *Store) CarryObservations(id SessionID, from, to provider.Key) error {
 	if err := s.Flush(); err != nil {
 		return fmt.Errorf("carry observations below %s: %w", from, err)
 	}
-	prefix := observationKey(id, from+"/")
+	prefix := observationKey(id, s.storedKey(from)+"/")
 	type carried struct {
 		rel string
 		obs Observation

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -65,6 +67,23 @@ type Options struct {
 	// 4096); when full, the key whose last entry is the oldest is
 	// forgotten (a count of refusals left out for it is then lost).
 	RefusalKeys int
+	// WorkspaceRoot is the workspace directory's real path on this host.
+	// Target keys below it are stored relative to it, so daemons that see
+	// one shared workspace under different paths share its records
+	// (default "": keys are stored as they are).
+	WorkspaceRoot string
+	// Host names this daemon's host on a shared engine: process bindings
+	// (pids, cgroups) mean something only there and are kept under it
+	// (default: the hostname).
+	Host string
+	// ClaimTTL is how long a claim on a file's version record holds on a
+	// shared engine before another daemon may take it over: a daemon
+	// killed or paused mid-mutation blocks that file for at most this long
+	// (default 30 s).
+	ClaimTTL time.Duration
+	// ClaimWait is how long a mutation waits for another daemon's claim on
+	// its file before it is refused with FS_IO_ERROR (default 10 s).
+	ClaimWait time.Duration
 	// Logger receives the store's logs and Badger's warnings and errors
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -90,6 +109,8 @@ func DefaultOptions() Options {
 		LeaseBandwidth:   10000,
 		RefusalInterval:  time.Second,
 		RefusalKeys:      4096,
+		ClaimTTL:         30 * time.Second,
+		ClaimWait:        10 * time.Second,
 		Logger:           slog.Default(),
 		Now:              time.Now,
 	}
@@ -140,6 +161,18 @@ func (o Options) WithRefusalInterval(v time.Duration) Options { o.RefusalInterva
 // WithRefusalKeys sets RefusalKeys.
 func (o Options) WithRefusalKeys(v int) Options { o.RefusalKeys = v; return o }
 
+// WithWorkspaceRoot sets WorkspaceRoot.
+func (o Options) WithWorkspaceRoot(v string) Options { o.WorkspaceRoot = v; return o }
+
+// WithHost sets Host.
+func (o Options) WithHost(v string) Options { o.Host = v; return o }
+
+// WithClaimTTL sets ClaimTTL.
+func (o Options) WithClaimTTL(v time.Duration) Options { o.ClaimTTL = v; return o }
+
+// WithClaimWait sets ClaimWait.
+func (o Options) WithClaimWait(v time.Duration) Options { o.ClaimWait = v; return o }
+
 // WithLogger sets Logger.
 func (o Options) WithLogger(v *slog.Logger) Options { o.Logger = v; return o }
 
@@ -188,6 +221,16 @@ func (o Options) normalized() Options {
 	if o.RefusalKeys <= 0 {
 		o.RefusalKeys = d.RefusalKeys
 	}
+	if o.ClaimTTL <= 0 {
+		o.ClaimTTL = d.ClaimTTL
+	}
+	if o.ClaimWait <= 0 {
+		o.ClaimWait = d.ClaimWait
+	}
+	if o.Host == "" {
+		o.Host, _ = os.Hostname()
+	}
+	o.WorkspaceRoot = strings.TrimSuffix(o.WorkspaceRoot, "/")
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +32,11 @@ type sessionState struct {
 	opened    time.Time
 	lastUsed  atomic.Int64 // unix nanoseconds
 	persisted atomic.Int64 // lastUsed as last written
+	// On a shared engine: the record as last read or written, the
+	// condition of the next Touch (so a Touch never revives a session
+	// another daemon closed).
+	rawMu sync.Mutex
+	raw   []byte
 }
 
 func (st *sessionState) snapshot() Session {
@@ -79,6 +85,12 @@ func (s *Store) OpenOwnedSession(name string, owner uint32) (Session, error) {
 	s.sessions[id] = st
 	s.sessMu.Unlock()
 	if err := s.persistSession(st); err != nil {
+		s.sessMu.Lock()
+		delete(s.sessions, id)
+		s.sessMu.Unlock()
+		if errors.Is(err, ErrStoreUnavailable) {
+			err = storeError("session", "", err)
+		}
 		return Session{}, err
 	}
 	return st.snapshot(), nil
@@ -92,16 +104,106 @@ func (s *Store) persistSession(st *sessionState) error {
 	}
 	st.mu.RLock()
 	defer st.mu.RUnlock()
-	if !st.closed {
-		s.buf.put(sessionKey(st.id), val, true)
+	if st.closed {
+		return nil
 	}
+	if s.shared {
+		st.rawMu.Lock()
+		defer st.rawMu.Unlock()
+		if st.raw == nil { // a new session
+			if err := s.writeThrough(kv.Put(sessionKey(st.id), val)); err != nil {
+				return fmt.Errorf("store session %s: %w", st.id, err)
+			}
+		} else {
+			ok, err := s.db.Txn(context.Background(), []kv.Cond{kv.IfValue(sessionKey(st.id), st.raw)},
+				[]kv.Op{kv.Put(sessionKey(st.id), val)})
+			if err != nil {
+				return fmt.Errorf("store session %s: %w", st.id, unavailable(err))
+			}
+			if !ok {
+				return nil // touched or closed by another daemon: the next use reads it again
+			}
+		}
+		st.raw = val
+		return nil
+	}
+	s.buf.put(sessionKey(st.id), val, true)
 	return nil
 }
 
+// session returns the open session id, or nil. On a shared engine a
+// session this daemon has not seen yet is read from the engine.
 func (s *Store) session(id SessionID) *sessionState {
 	s.sessMu.RLock()
-	defer s.sessMu.RUnlock()
-	return s.sessions[id]
+	st := s.sessions[id]
+	s.sessMu.RUnlock()
+	if st == nil && s.shared {
+		st, _ = s.fetchSession(id)
+	}
+	return st
+}
+
+// fetchSession reads session id's record from a shared engine and updates
+// this daemon's copy: nil when it is gone (closed on any daemon), an error
+// wrapping ErrStoreUnavailable when the engine cannot say.
+func (s *Store) fetchSession(id SessionID) (*sessionState, error) {
+	val, err := s.db.Get(context.Background(), sessionKey(id))
+	if errors.Is(err, kv.ErrNotFound) {
+		s.sessMu.Lock()
+		st := s.sessions[id]
+		delete(s.sessions, id)
+		s.sessMu.Unlock()
+		if st != nil {
+			st.mu.Lock()
+			st.closed = true
+			st.mu.Unlock()
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, unavailable(err))
+	}
+	var rec sessionRecord
+	if err := json.Unmarshal(val, &rec); err != nil {
+		return nil, fmt.Errorf("decode session %s: %w", id, err)
+	}
+	s.sessMu.Lock()
+	st := s.sessions[id]
+	if st == nil {
+		st = &sessionState{id: id, name: rec.Name, owner: rec.Owner, opened: rec.Opened}
+		st.lastUsed.Store(rec.LastUsed.UnixNano())
+		st.persisted.Store(rec.LastUsed.UnixNano())
+		s.sessions[id] = st
+	}
+	s.sessMu.Unlock()
+	st.rawMu.Lock()
+	st.raw = val
+	st.rawMu.Unlock()
+	if used := rec.LastUsed.UnixNano(); used > st.lastUsed.Load() {
+		st.lastUsed.Store(used)
+		st.persisted.Store(used)
+	}
+	return st, nil
+}
+
+// UseSession checks that session id is open (on a shared engine: still
+// open on every daemon) and marks it used. An unknown session is an error
+// wrapping ErrUnknownSession, an unreachable shared engine one wrapping
+// ErrStoreUnavailable.
+func (s *Store) UseSession(id SessionID) error {
+	if s.shared {
+		st, err := s.fetchSession(id)
+		if err != nil {
+			return err
+		}
+		if st == nil {
+			return unknownSession(id)
+		}
+	} else if s.session(id) == nil {
+		return unknownSession(id)
+	}
+	s.Touch(id)
+	return nil
 }
 
 // CloseSession closes a session and drops its observations. An unknown
@@ -109,6 +211,11 @@ func (s *Store) session(id SessionID) *sessionState {
 func (s *Store) CloseSession(id SessionID) error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if s.shared {
+		if _, err := s.fetchSession(id); err != nil {
+			return fmt.Errorf("close session %q: %w", id, err)
+		}
 	}
 	s.sessMu.Lock()
 	st := s.sessions[id]
@@ -140,24 +247,57 @@ func (s *Store) purgeSession(id SessionID) error {
 	if err != nil {
 		return fmt.Errorf("list observations of session %s: %w", id, err)
 	}
-	ops = append(ops, kv.Delete(sessionKey(id)))
+	// The record goes first: other daemons see the session closed before
+	// its observations go.
+	if err := s.db.Write(ctx, []kv.Op{kv.Delete(sessionKey(id))}); err != nil {
+		return fmt.Errorf("drop session %s: %w", id, unavailable(err))
+	}
 	if err := s.db.Write(ctx, ops); err != nil {
 		return fmt.Errorf("drop observations of session %s: %w", id, err)
 	}
 	return nil
 }
 
-// Session returns an open session.
+// Session returns an open session (on a shared engine, as the engine has
+// it now; when the engine cannot be reached, this daemon's last copy).
 func (s *Store) Session(id SessionID) (Session, bool) {
-	st := s.session(id)
-	if st == nil {
-		return Session{}, false
-	}
-	return st.snapshot(), true
+	sess, ok, _ := s.LookupSession(id)
+	return sess, ok
 }
 
-// Sessions lists the open sessions, oldest first.
+// LookupSession is Session with the reason it cannot answer: on a shared
+// engine that cannot be reached, a session this daemon has no copy of is a
+// provider error FS_IO_ERROR "policy store unavailable: …" (a copy is
+// returned as Session would; the Engine then refuses mutations).
+func (s *Store) LookupSession(id SessionID) (Session, bool, error) {
+	if !s.shared {
+		st := s.session(id)
+		if st == nil {
+			return Session{}, false, nil
+		}
+		return st.snapshot(), true, nil
+	}
+	st, err := s.fetchSession(id)
+	if err != nil {
+		s.sessMu.RLock()
+		st = s.sessions[id]
+		s.sessMu.RUnlock()
+		if st == nil {
+			return Session{}, false, storeError("session", "", err)
+		}
+	}
+	if st == nil {
+		return Session{}, false, nil
+	}
+	return st.snapshot(), true, nil
+}
+
+// Sessions lists the open sessions, oldest first (on a shared engine, of
+// every daemon; none when it cannot be reached, logged).
 func (s *Store) Sessions() []Session {
+	if s.shared {
+		return s.sharedSessions()
+	}
 	s.sessMu.RLock()
 	out := make([]Session, 0, len(s.sessions))
 	for _, st := range s.sessions {
@@ -198,9 +338,16 @@ func (s *Store) CollectIdle(now time.Time) []SessionID {
 	}
 	cutoff := now.Add(-s.opts.SessionTTL).UnixNano()
 	var idle []SessionID
+	if s.shared {
+		for _, sess := range s.sharedSessions() {
+			if sess.LastUsed.UnixNano() < cutoff {
+				idle = append(idle, sess.ID)
+			}
+		}
+	}
 	s.sessMu.RLock()
 	for id, st := range s.sessions {
-		if st.lastUsed.Load() < cutoff {
+		if st.lastUsed.Load() < cutoff && !s.shared {
 			idle = append(idle, id)
 		}
 	}
@@ -215,6 +362,32 @@ func (s *Store) CollectIdle(now time.Time) []SessionID {
 	}
 	slices.Sort(closed)
 	return closed
+}
+
+// sharedSessions lists the sessions of a shared engine, oldest first.
+func (s *Store) sharedSessions() []Session {
+	prefix := []byte(prefixSession)
+	var out []Session
+	err := s.db.Scan(context.Background(), kv.Range{Prefix: prefix}, func(p kv.Pair) error {
+		var rec sessionRecord
+		if err := json.Unmarshal(p.Value, &rec); err != nil {
+			s.log.Warn("decode session", "session", string(p.Key[len(prefix):]), "err", err)
+			return nil
+		}
+		out = append(out, Session{ID: SessionID(p.Key[len(prefix):]), Name: rec.Name, Owner: rec.Owner,
+			Opened: rec.Opened, LastUsed: rec.LastUsed})
+		return nil
+	})
+	if err != nil {
+		s.log.Error("list sessions", "err", unavailable(err))
+	}
+	slices.SortFunc(out, func(a, b Session) int {
+		if c := a.Opened.Compare(b.Opened); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.ID), string(b.ID))
+	})
+	return out
 }
 
 // loadSessions reads the persisted sessions at Open.

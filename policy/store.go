@@ -25,6 +25,9 @@ var (
 	ErrObserverFailed = errors.New("observer failed")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("policy store is closed")
+	// ErrStoreUnavailable: a shared engine cannot be reached. Guarded work
+	// is refused (FS_IO_ERROR) until it is back.
+	ErrStoreUnavailable = errors.New("policy store unavailable")
 )
 
 // Store is the persistent observation store: sessions, observations,
@@ -33,14 +36,22 @@ var (
 // engine in batches; a crash may lose the last batch, which only makes
 // guards stricter (see Open).
 type Store struct {
-	db   kv.Engine
-	dir  string
-	opts Options
-	log  *slog.Logger
+	db     kv.Engine
+	shared bool   // db.Shared(): write through, cache nothing another daemon changes
+	owner  string // this daemon's name in claims (host, pid, random)
+	dir    string
+	opts   Options
+	log    *slog.Logger
 
-	buf        *writeBuffer
-	digests    digests
-	auditSeq   *sequence
+	buf      *writeBuffer
+	digests  digests
+	auditSeq *sequence
+	// On a shared store: the counter value this daemon last saw (the
+	// guess for its next compare-and-swap), seqMu serializing its appends,
+	// and onRemote, told of every other daemon's change (set by the Engine).
+	sharedSeq  atomic.Uint64
+	seqMu      sync.Mutex
+	onRemote   atomic.Pointer[func(AuditEntry)]
 	feed       *feed // live subscribers of the audit log's changes
 	sessMu     sync.RWMutex
 	sessions   map[SessionID]*sessionState
@@ -95,6 +106,7 @@ func OpenEngine(db kv.Engine, name string, opts Options) (*Store, error) {
 	opts = opts.normalized()
 	s := &Store{
 		db:       db,
+		shared:   db.Shared(),
 		dir:      name,
 		opts:     opts,
 		log:      opts.Logger,
@@ -118,6 +130,9 @@ func OpenEngine(db kv.Engine, name string, opts Options) (*Store, error) {
 
 // start loads the meta records and sessions and applies the crash rule.
 func (s *Store) start() error {
+	if s.shared {
+		return s.startShared()
+	}
 	var err error
 	if s.auditSeq, err = openSequence(s.db, keyLeaseAudit, s.opts.LeaseBandwidth); err != nil {
 		return err
@@ -163,7 +178,7 @@ func (s *Store) Close() error {
 			err = s.failure()
 		}
 		ctx := context.Background()
-		if err == nil {
+		if err == nil && !s.shared {
 			err = s.db.Write(ctx, []kv.Op{kv.Put([]byte(keyClean), []byte{1})})
 		}
 		if err == nil {
@@ -269,6 +284,16 @@ func (s *Store) janitor() {
 // lookup reads key through the write buffer, then the engine (caching the
 // answer).
 func (s *Store) lookup(key []byte) ([]byte, bool, error) {
+	if s.shared {
+		val, err := s.db.Get(context.Background(), key)
+		if errors.Is(err, kv.ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, unavailable(err)
+		}
+		return val, true, nil
+	}
 	cached, del, found, token := s.buf.get(key)
 	if found {
 		return cached, !del, nil
@@ -283,6 +308,41 @@ func (s *Store) lookup(key []byte) ([]byte, bool, error) {
 	}
 	s.buf.fill(key, val, false, token)
 	return val, true, nil
+}
+
+// put stores key=val: buffered (keep: stay cached once flushed), or on a
+// shared engine written through before it returns.
+func (s *Store) put(key, val []byte, keep bool) error {
+	if s.shared {
+		return s.writeThrough(kv.Put(key, val))
+	}
+	s.buf.put(key, val, keep)
+	return nil
+}
+
+// del removes key, like put.
+func (s *Store) del(key []byte) error {
+	if s.shared {
+		return s.writeThrough(kv.Delete(key))
+	}
+	s.buf.del(key)
+	return nil
+}
+
+func (s *Store) writeThrough(ops ...kv.Op) error {
+	if err := s.db.Write(context.Background(), ops); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// unavailable wraps an engine error as ErrStoreUnavailable (a closed
+// engine stays ErrClosed).
+func unavailable(err error) error {
+	if errors.Is(err, kv.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 }
 
 func (s *Store) exists(key []byte) (bool, error) {

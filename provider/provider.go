@@ -9,7 +9,6 @@ package provider
 
 import (
 	"context"
-	"io"
 	"iter"
 
 	"github.com/dshmount/dshmount/patch"
@@ -221,9 +220,6 @@ type FileSystem interface {
 	// MoveFile publishes the (optionally patched) source at the destination,
 	// then removes the source.
 	MoveFile(ctx context.Context, src, dst Target, opts MoveOptions) (MoveOutcome, error)
-	// Watch calls changed whenever the file, or a directory's direct
-	// entries, change; changed(err) reports watcher failures. Close stops it.
-	Watch(ctx context.Context, t Target, changed func(err error)) (io.Closer, error)
 	// ProcessPath returns the absolute path a subprocess can open.
 	ProcessPath(t Target) string
 	// ProcessPathFromHostPath maps a host path into this filesystem, when

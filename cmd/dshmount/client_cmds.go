@@ -80,10 +80,12 @@ type verbOpts struct {
 	hasMaxBytes  bool
 	expectedDest string
 	createDest   bool
-	atomic       bool // patch: one journaled commit
-	stat         bool // branch diff: a summary per file
-	asPatch      bool // branch diff: an apply_patch text
-	keep         bool // branch commit: keep the branch, empty
+	recursive    bool        // watch -r
+	watchSince   optionalSeq // watch --since
+	atomic       bool        // patch: one journaled commit
+	stat         bool        // branch diff: a summary per file
+	asPatch      bool        // branch diff: an apply_patch text
+	keep         bool        // branch commit: keep the branch, empty
 }
 
 // clientEnv is what a verb's action works with.

@@ -39,6 +39,7 @@ func (b *recordingBinder) Bind(s policy.SessionID, pid int) error {
 type cliEnv struct {
 	root, sock string
 	binder     *recordingBinder
+	store      *policy.Store
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
@@ -54,7 +55,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	require.NoError(t, err)
 	dir, err := os.MkdirTemp("", "dshcli")
 	require.NoError(t, err)
-	env := &cliEnv{root: root, sock: filepath.Join(dir, "control.sock"), binder: &recordingBinder{binds: map[policy.SessionID]int{}}}
+	env := &cliEnv{root: root, sock: filepath.Join(dir, "control.sock"), binder: &recordingBinder{binds: map[policy.SessionID]int{}}, store: store}
 	srv, err := control.NewServer(control.Config{SocketPath: env.sock, Engine: policy.NewEngine(store, fs),
 		Binder: env.binder, Source: root, Logger: quiet})
 	require.NoError(t, err)

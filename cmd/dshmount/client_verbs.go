@@ -61,8 +61,8 @@ func clientVerbs() []clientVerb {
 			help: "Publishes FROM at TO, then removes FROM. FROM is guarded like an edit (--version V),\nTO like a write (--create or --dest-version V)."},
 		{name: "rm", paths: true, summary: "delete a file", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doDelete,
 			help: "Deletes a regular file the session has read at its current version (or pass\n--version V)."},
-		{name: "watch", paths: true, summary: "print changes of a file or directory until interrupted", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doWatch,
-			help: "Prints one line per change ('modified PATH VERSION', 'removed PATH') until\ninterrupted."},
+		{name: "watch", paths: true, summary: "print changes of a file or directory (-r: the whole tree) until interrupted", synopsis: "[-r] [--since SEQ] PATH",
+			minArgs: 1, maxArgs: 1, flags: watchFlags, do: doWatch, help: watchHelp},
 		{name: "log", paths: true, summary: "show the audit log, newest first", synopsis: "[PATH]", maxArgs: 1, do: doLog,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.IntVar(&o.limitLog, "limit", control.DefaultLogLimit, "number of entries")
@@ -333,36 +333,6 @@ func doDelete(ctx context.Context, e *clientEnv) error {
 		return err
 	}
 	return e.emit(res, func(w io.Writer) { fmt.Fprintf(w, "deleted %s\n", e.args[0]) })
-}
-
-func doWatch(ctx context.Context, e *clientEnv) error {
-	w, err := e.client.Watch(ctx, control.WatchParams{Path: e.args[0], Cwd: e.cwd})
-	if err != nil {
-		return err
-	}
-	defer w.Close(context.WithoutCancel(ctx))
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.C:
-			if !ok {
-				return fmt.Errorf("the daemon closed the connection")
-			}
-			if err := e.emit(ev, func(out io.Writer) {
-				switch ev.Kind {
-				case control.ChangeModified:
-					fmt.Fprintf(out, "modified %s %s\n", ev.Path, ev.Version)
-				case control.ChangeError:
-					fmt.Fprintf(out, "error %s: %s\n", ev.Path, ev.Error)
-				default:
-					fmt.Fprintf(out, "%s %s\n", ev.Kind, ev.Path)
-				}
-			}); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // inGit reports whether one of the paths is a .git directory or inside one.

@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/control"
@@ -101,18 +101,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err := openStateDirForAllowed(cfg); err != nil {
 		return err
 	}
-	store, err := policy.Open(filepath.Join(cfg.StateDir, "db"), policy.DefaultOptions().WithLogger(log.With("component", "policy")))
+	store, err := openPolicyStore(ctx, cfg, log)
 	if err != nil {
-		if errors.Is(err, policy.ErrStateLocked) {
-			return fmt.Errorf("%w: another dshmount daemon uses state directory %s; stop it or pass --state", err, cfg.StateDir)
-		}
-		return fmt.Errorf("open state: %w", err)
+		return err
 	}
 	defer func() {
 		if cerr := store.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("close state: %w", cerr)
 		}
 	}()
+	defer store.StartRetention(policy.Retention{MaxAge: cfg.FeedRetention, MaxEntries: cfg.FeedMaxEntries, Interval: cfg.FeedPruneInterval})()
 
 	lfs, err := local.New(cfg.Source, local.Options{Digests: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
 	if err != nil {
@@ -150,6 +148,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}
 
+	var watching atomic.Bool // fs.changes vouches for out-of-band changes only then
 	if cfg.Watch {
 		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, log.With("component", "watch"))
 		if werr != nil {
@@ -157,7 +156,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
 		}
 		defer watcher.Close()
+		watching.Store(true)
 	}
+	ctlCfg.ExternalWatched = watching.Load
 
 	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt}, branches
 	srv, err := control.NewServer(ctlCfg)

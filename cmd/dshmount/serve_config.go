@@ -16,6 +16,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -65,6 +66,15 @@ type serveConfig struct {
 	RequestTimeout time.Duration
 	// IdleTimeout closes connections that hold nothing after this long.
 	IdleTimeout time.Duration
+	// Store is where the policy records live (--store and its TLS flags).
+	Store storeConfig
+	// FeedRetention and FeedMaxEntries bound the audit log, and with it
+	// the change feed's history (--feed-retention, --feed-max-entries).
+	FeedRetention  time.Duration
+	FeedMaxEntries uint64
+	// FeedPruneInterval is how often the retention runs
+	// (--feed-prune-interval).
+	FeedPruneInterval time.Duration
 }
 
 // defaultGrace is the shutdown grace period.
@@ -180,6 +190,13 @@ Flags:
 		"how long a request line may take to arrive once begun (and a response to be taken) before the connection is closed")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", control.DefaultIdleTimeout,
 		"close a connection that sent nothing for this long and holds no session it opened, no watch and no request")
+	addStoreFlags(fs, &cfg.Store)
+	fs.DurationVar(&cfg.FeedRetention, "feed-retention", policy.DefaultFeedRetention,
+		"keep audit entries (fs.log, and the changes 'watch --since' replays) this long; older ones are pruned in the background and a since before them is FS_CHANGES_LOST (0: no age limit)")
+	fs.Uint64Var(&cfg.FeedMaxEntries, "feed-max-entries", policy.DefaultFeedMaxEntries,
+		"keep at most this many of the newest audit entries (0: no count limit)")
+	fs.DurationVar(&cfg.FeedPruneInterval, "feed-prune-interval", policy.DefaultRetentionInterval,
+		"how often old audit entries are pruned (--feed-retention, --feed-max-entries); also once at start")
 	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
@@ -196,6 +213,10 @@ Flags:
 		return serveConfig{}, fmt.Errorf("--request-timeout must be positive, not %s", cfg.RequestTimeout)
 	case cfg.IdleTimeout <= 0:
 		return serveConfig{}, fmt.Errorf("--idle-timeout must be positive, not %s", cfg.IdleTimeout)
+	case cfg.FeedPruneInterval <= 0:
+		return serveConfig{}, fmt.Errorf("--feed-prune-interval must be positive, not %s", cfg.FeedPruneInterval)
+	case cfg.FeedRetention < 0:
+		return serveConfig{}, fmt.Errorf("--feed-retention must not be negative (0: no age limit), not %s", cfg.FeedRetention)
 	}
 	if err := checkAllowUIDs(os.Geteuid(), cfg.AllowUIDs); err != nil {
 		return serveConfig{}, err
@@ -206,6 +227,11 @@ Flags:
 		cfg.NoSync = true
 	default:
 		return serveConfig{}, fmt.Errorf("--durability must be fsync or none, not %q", *durability)
+	}
+	if cfg.Store.URL != "" {
+		if _, err := cfg.Store.etcdConfig(); err != nil {
+			return serveConfig{}, err
+		}
 	}
 	if fs.NArg() != 2 {
 		fs.Usage()

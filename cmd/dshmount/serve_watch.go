@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
@@ -46,7 +47,7 @@ func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engi
 		}
 		return view.Access(p) == overlay.Hidden
 	}
-	return lfs.WatchTree(ctx, local.TreeWatchOptions{MaxPending: maxPending}, func(evs []local.TreeEvent, err error) {
+	return lfs.WatchTree(ctx, local.TreeWatchOptions{MaxPending: maxPending, FlushOn: control.IsChangesCookie}, func(evs []local.TreeEvent, err error) {
 		if err != nil {
 			log.Error("the workspace watcher stopped; out-of-band changes show after the cache timeouts and are not audited", "err", err)
 			return

@@ -3,7 +3,6 @@ package branch
 import (
 	"context"
 	"errors"
-	"io"
 	"iter"
 	"path"
 	"path/filepath"
@@ -425,12 +424,6 @@ func joinRel(dir, name string) string {
 		return name
 	}
 	return dir + "/" + name
-}
-
-// Watch implements provider.FileSystem; branches cannot be watched yet.
-func (b *Branch) Watch(_ context.Context, t provider.Target, _ func(err error)) (io.Closer, error) {
-	return nil, provider.NewError(provider.CodeInvalidArgument, "watch", t.DisplayPath, nil,
-		"watching a path of a branch is not supported yet; watch the workspace, or poll branch.diff")
 }
 
 // ProcessPath implements provider.FileSystem: the branch's own file, else

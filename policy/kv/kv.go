@@ -112,6 +112,18 @@ type Engine interface {
 	Close() error
 }
 
+// Watcher is implemented by a shared engine: it tells a daemon what other
+// daemons wrote.
+type Watcher interface {
+	// WatchPuts calls fn, in commit order, for each put under prefix
+	// committed after the call began, until ctx ends (then it returns
+	// ctx's error). Across a lost connection it resumes where it stopped;
+	// when it cannot (the engine compacted that history away, or it is
+	// unreachable for longer than its own retry), it returns an error
+	// wrapping ErrUnavailable after the puts it did deliver.
+	WatchPuts(ctx context.Context, prefix []byte, fn func(Pair)) error
+}
+
 // PrefixEnd returns the smallest key greater than every key starting with
 // prefix, or nil when there is none (an empty or all-0xff prefix).
 func PrefixEnd(prefix []byte) []byte {

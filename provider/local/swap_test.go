@@ -90,13 +90,6 @@ func TestResolvedTarget_ALinkSwappedInIsNeverFollowed(t *testing.T) {
 			return err
 		}},
 		{"list", true, true, func(fs *FS, tg provider.Target) error { _, err := fs.ListDir(ctx, tg); return err }},
-		{"watch", true, true, func(fs *FS, tg provider.Target) error {
-			w, err := fs.Watch(ctx, tg, func(error) {})
-			if err == nil {
-				err = w.Close()
-			}
-			return err
-		}},
 	}
 	swaps := []struct {
 		name    string

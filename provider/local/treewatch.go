@@ -74,6 +74,9 @@ type TreeWatchOptions struct {
 	// MaxPending bounds the paths collected in one window; beyond it the
 	// watcher reports TreeOverflow and rescans. Zero: DefaultTreeMaxPending.
 	MaxPending int
+	// FlushOn, when set, names paths whose change ends the window at once
+	// (a client's sync cookie: it waits for the watcher to report it).
+	FlushOn func(rel string) bool
 }
 
 // Defaults of TreeWatchOptions.
@@ -164,6 +167,7 @@ type treeWatcher struct {
 	moves    map[uint32]treeMove  // IN_MOVED_FROM waiting for its IN_MOVED_TO
 	first    time.Time            // when the window opened
 	overflow bool                 // events were lost in this window
+	urgent   bool                 // a FlushOn path is pending
 
 	done chan struct{}
 	once sync.Once
@@ -342,7 +346,7 @@ func (w *treeWatcher) run() {
 				"the workspace directory was removed or moved"))
 			return
 		}
-		if w.pending() && time.Since(w.first) >= w.opts.Window {
+		if w.pending() && (w.urgent || time.Since(w.first) >= w.opts.Window) {
 			w.flush()
 		}
 	}
@@ -369,6 +373,9 @@ func (w *treeWatcher) touch(p string, modified bool) {
 		w.items = append(w.items, treeItem{path: p})
 	}
 	m.modified = m.modified || modified
+	if w.opts.FlushOn != nil && w.opts.FlushOn(p) {
+		w.urgent = true
+	}
 }
 
 // lose drops the window: the flush rescans instead.
@@ -517,7 +524,7 @@ func (w *treeWatcher) flush() {
 	}
 	w.items = nil
 	clear(w.marks)
-	w.overflow = false
+	w.overflow, w.urgent = false, false
 	if len(out) > 0 {
 		w.deliver(out, nil)
 	}

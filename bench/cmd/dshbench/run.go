@@ -32,7 +32,7 @@ type runConfig struct {
 	RandTime  time.Duration
 	EditTime  time.Duration
 	ServeArgs string // extra flags for dshmount serve
-	Only      string // comma-separated subset: native,loopback,dshmount
+	Only      string // comma-separated subset: native,loopback,dshmount,fsmonitor,stores
 }
 
 // Results is bench/results.json.
@@ -61,7 +61,8 @@ func runAll(args []string) error {
 	f.DurationVar(&c.RandTime, "rand-time", 5*time.Second, "random-read duration")
 	f.DurationVar(&c.EditTime, "edit-time", 2*time.Second, "guarded-edit run duration")
 	f.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for dshmount serve (space separated)")
-	f.StringVar(&c.Only, "only", "native,loopback,dshmount", "targets to run")
+	f.StringVar(&c.Only, "only", "native,loopback,dshmount,fsmonitor,stores",
+		"targets to run (fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -120,6 +121,16 @@ func runAll(args []string) error {
 	}
 	if only("dshmount") {
 		if err := runDshmount(&c, self, base, fsArgs, res); err != nil {
+			return err
+		}
+	}
+	if only("fsmonitor") {
+		if err := fsmonitorTarget(&c, base, tarPath, res); err != nil {
+			return err
+		}
+	}
+	if only("stores") {
+		if err := runStores(&c, self, base, res); err != nil {
 			return err
 		}
 	}

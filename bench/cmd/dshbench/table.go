@@ -82,6 +82,7 @@ func printTable(w io.Writer, res *Results) {
 				verdict(s >= 5000), verdict(med(sock, "agent_edit_p50") <= 2*med(inproc, "agent_edit_p50")))
 		}
 	}
+	printStores(w, res)
 	if res.Memory != nil {
 		fmt.Fprintf(w, "\nmemory: daemon RSS %.1f MiB before, %.1f MiB after %d files created through the mount (%.1f s); target ≤ 200 MiB: %s\n",
 			res.Memory["rss_before_mib"], res.Memory["rss_after_mib"], int(res.Memory["files"]), res.Memory["fill_s"],
@@ -89,6 +90,7 @@ func printTable(w io.Writer, res *Results) {
 		fmt.Fprintf(w, "state: %.1f MiB on disk, %.0f bytes per tracked file\n",
 			res.Memory["state_bytes"]/(1<<20), res.Memory["state_bytes_per_file"])
 	}
+	printFsmonitor(w, res.Targets["fsmonitor"])
 	printSpeedTargets(w, res)
 	for name, line := range res.MountOpt {
 		fmt.Fprintf(w, "mount (%s): %s\n", name, line)

@@ -26,6 +26,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/dshmount/dshmount/policy/kv"
 )
@@ -68,11 +70,15 @@ type Config struct {
 type Engine struct {
 	cli    *clientv3.Client
 	kv     clientv3.KV
+	watch  clientv3.Watcher
 	cfg    Config
 	closed atomic.Bool
 }
 
-var _ kv.Engine = (*Engine)(nil)
+var (
+	_ kv.Engine  = (*Engine)(nil)
+	_ kv.Watcher = (*Engine)(nil)
+)
 
 // Open connects to the cluster and checks that it answers (a failure wraps
 // kv.ErrUnavailable).
@@ -100,11 +106,17 @@ func Open(ctx context.Context, c Config) (*Engine, error) {
 		Password:    c.Password,
 		Logger:      zap.NewNop(),
 		Context:     context.WithoutCancel(ctx),
+		// Reconnect within a second of the cluster's return (gRPC's
+		// default backoff grows to minutes).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd %s: %w: %w", strings.Join(c.Endpoints, ","), kv.ErrUnavailable, err)
 	}
-	e := &Engine{cli: cli, kv: namespace.NewKV(cli.KV, c.Prefix), cfg: c}
+	e := &Engine{cli: cli, kv: namespace.NewKV(cli.KV, c.Prefix), watch: namespace.NewWatcher(cli.Watcher, c.Prefix), cfg: c}
 	cctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
 	defer cancel()
 	if _, err := e.kv.Get(cctx, "m/", clientv3.WithCountOnly()); err != nil {
@@ -291,6 +303,53 @@ func (e *Engine) Txn(ctx context.Context, conds []kv.Cond, ops []kv.Op) (bool, e
 		return false, e.wrap("txn", err)
 	}
 	return resp.Succeeded, nil
+}
+
+// WatchPuts implements kv.Watcher with an etcd watch from the revision
+// current when it starts; after an interruption (no leader, a restarted
+// member) it watches again from the revision after the last it delivered.
+// A compacted revision ends it with kv.ErrUnavailable.
+func (e *Engine) WatchPuts(ctx context.Context, prefix []byte, fn func(kv.Pair)) error {
+	cctx, cancel, err := e.op(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := e.kv.Get(cctx, string(prefix), clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return e.wrap("watch", err)
+	}
+	next := resp.Header.Revision + 1
+	for {
+		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := e.watch.Watch(wctx, string(prefix), clientv3.WithPrefix(), clientv3.WithRev(next))
+		var werr error
+		for wr := range wch {
+			if werr = wr.Err(); werr != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut {
+					fn(kv.Pair{Key: ev.Kv.Key, Value: ev.Kv.Value})
+				}
+				next = ev.Kv.ModRevision + 1
+			}
+		}
+		stop()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(werr, rpctypes.ErrCompacted):
+			return e.wrap("watch", werr)
+		case e.closed.Load():
+			return kv.ErrClosed
+		}
+		select { // no leader or a broken stream: watch again shortly
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // MaxTxnOps implements kv.Engine.

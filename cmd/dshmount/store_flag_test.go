@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
+)
+
+func TestStoreFlag_ParsesEtcdURL(t *testing.T) {
+	t.Setenv(envEtcdUser, "agent")
+	t.Setenv(envEtcdPassword, "secret")
+	cases := []struct {
+		url       string
+		endpoints []string
+		prefix    string
+	}{
+		{"etcd://127.0.0.1:2379/team/ws1", []string{"127.0.0.1:2379"}, "/team/ws1/"},
+		{"etcd://a:2379,b:2379,c:2379/ws/", []string{"a:2379", "b:2379", "c:2379"}, "/ws/"},
+		{"etcd://a:2379", []string{"a:2379"}, defaultEtcdPrefix},
+		{"etcd://a:2379/", []string{"a:2379"}, defaultEtcdPrefix},
+	}
+	for _, c := range cases {
+		cfg, err := storeConfig{URL: c.url}.etcdConfig()
+		require.NoError(t, err, c.url)
+		assert.Equal(t, c.endpoints, cfg.Endpoints, c.url)
+		assert.Equal(t, c.prefix, cfg.Prefix, c.url)
+		assert.Equal(t, "agent", cfg.Username)
+		assert.Equal(t, "secret", cfg.Password)
+		assert.Nil(t, cfg.TLS, "no TLS flag: plain")
+	}
+}
+
+func TestStoreFlag_RefusesBadValues(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	require.NoError(t, os.WriteFile(junk, []byte("not a certificate"), 0o600))
+	cases := []struct {
+		name string
+		c    storeConfig
+		want string
+	}{
+		{"scheme", storeConfig{URL: "http://a:2379/x"}, "want etcd://"},
+		{"no port", storeConfig{URL: "etcd://a/x"}, "not HOST:PORT"},
+		{"empty host", storeConfig{URL: "etcd://a:1,/x"}, "not HOST:PORT"},
+		{"cert without key", storeConfig{URL: "etcd://a:1/x", Cert: junk}, "go together"},
+		{"missing CA", storeConfig{URL: "etcd://a:1/x", CACert: filepath.Join(dir, "none")}, "--store-cacert"},
+		{"CA not PEM", storeConfig{URL: "etcd://a:1/x", CACert: junk}, "no PEM certificate"},
+		{"bad pair", storeConfig{URL: "etcd://a:1/x", Cert: junk, Key: junk}, "--store-cert/--store-key"},
+	}
+	for _, c := range cases {
+		_, err := c.c.etcdConfig()
+		require.Error(t, err, c.name)
+		assert.Contains(t, err.Error(), c.want, c.name)
+	}
+	_, err := parseServeArgs([]string{"--store", "etcd://nohost/x", "src", "mnt"}, io.Discard)
+	require.ErrorContains(t, err, "not HOST:PORT", "serve refuses a bad --store before it starts")
+}
+
+func TestOpenPolicyStore_EtcdIsShared(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{})
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+	cfgA := serveConfig{Source: "/hostA/ws", StateDir: t.TempDir(), Store: storeConfig{URL: "etcd://" + srv.Endpoint() + "/t"}}
+	cfgB := cfgA
+	cfgB.Source, cfgB.StateDir = "/hostB/ws", t.TempDir()
+	a, err := openPolicyStore(ctx, cfgA, log)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := openPolicyStore(ctx, cfgB, log)
+	require.NoError(t, err, "two daemons share one etcd (Badger would refuse the second)")
+	defer b.Close()
+	sess, err := a.OpenSession("x")
+	require.NoError(t, err)
+	_, ok := b.Session(sess.ID)
+	assert.True(t, ok)
+
+	srv.Stop()
+	_, err = openPolicyStore(ctx, cfgA, log)
+	require.ErrorContains(t, err, "start etcd or fix --store")
+}

@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
+	"github.com/dshmount/dshmount/provider"
+)
+
+// twoDaemons starts an embedded etcd and two `dshmount serve --store etcd`
+// on two mountpoints over one workspace directory. The second daemon sees
+// the workspace under another path (a bind mount), as a second host would.
+func twoDaemons(t *testing.T, files map[string]string) (a, b *daemon, srv *etcdtest.Server) {
+	t.Helper()
+	requireFUSE(t)
+	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{})
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	other := filepath.Join(base, "src-on-host-b")
+	for _, d := range []string{src, other, filepath.Join(base, "mntA"), filepath.Join(base, "mntB")} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	require.NoError(t, syscall.Mount(src, other, "", syscall.MS_BIND, ""), "bind the workspace under a second path")
+	t.Cleanup(func() { _ = syscall.Unmount(other, syscall.MNT_DETACH) })
+	store := []string{"--store", "etcd://" + srv.Endpoint() + "/it"}
+	a = startDaemon(t, daemonOptions{Args: store, Files: files,
+		Dirs: &daemonDirs{Src: src, Mnt: filepath.Join(base, "mntA"), State: filepath.Join(base, "stateA")}})
+	b = startDaemon(t, daemonOptions{Args: store,
+		Dirs: &daemonDirs{Src: other, Mnt: filepath.Join(base, "mntB"), State: filepath.Join(base, "stateB")}})
+	return a, b, srv
+}
+
+func TestSeveralMachines_SessionOnAEditsThroughBAndPersonOnBStalesA(t *testing.T) {
+	a, b, _ := twoDaemons(t, map[string]string{"f.txt": "one\n"})
+	ctx := context.Background()
+	sess, err := a.Client.OpenSession(ctx, "agent")
+	require.NoError(t, err)
+
+	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	require.NoError(t, err)
+	res, err := b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
+	require.NoError(t, err, "the session opened and read on A edits through B")
+	got, err := os.ReadFile(filepath.Join(a.Mnt, "f.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "two\n", string(got))
+
+	// A person saves through mount B: the session's token (B's result) is
+	// stale on A too.
+	require.NoError(t, os.WriteFile(filepath.Join(b.Mnt, "f.txt"), []byte("person\n"), 0o644))
+	_, err = a.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "two", NewString: "three", Session: sess})
+	require.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "got %v", err)
+
+	// One audit log: A lists B's edit.
+	log, err := a.Client.Log(ctx, control.LogParams{Path: "f.txt", Limit: 10})
+	require.NoError(t, err)
+	var seen bool
+	for _, e := range log.Entries {
+		seen = seen || e.After == res.Version
+	}
+	assert.True(t, seen, "A's log has the edit made through B: %+v", log.Entries)
+
+	// A change through A's socket reaches mount B's kernel cache at once
+	// (B's daemon hears it from the shared feed).
+	_, err = os.ReadFile(filepath.Join(b.Mnt, "g.txt"))
+	require.Error(t, err, "not there yet: mount B caches the miss")
+	_, err = a.Client.Write(ctx, control.WriteParams{Path: "g.txt", Content: "from A\n", Session: sess})
+	require.NoError(t, err)
+	got, err = os.ReadFile(filepath.Join(b.Mnt, "f.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "person\n", string(got))
+	st, err := os.Stat(filepath.Join(b.Mnt, "f.txt")) // the kernel caches these attributes for 10 s
+	require.NoError(t, err)
+	require.EqualValues(t, len("person\n"), st.Size())
+	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	require.NoError(t, err)
+	_, err = a.Client.Write(ctx, control.WriteParams{Path: "f.txt", Content: "agent on A\n", Session: sess})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := os.Stat(filepath.Join(b.Mnt, "f.txt"))
+		g, gerr := os.ReadFile(filepath.Join(b.Mnt, "g.txt"))
+		return err == nil && st.Size() == int64(len("agent on A\n")) && gerr == nil && string(g) == "from A\n"
+	}, 2*time.Second, 20*time.Millisecond, "mount B shows A's changes well before its 10 s attribute timeout")
+}
+
+// raceResult is one acknowledged (or refused) edit of the race.
+type raceResult struct {
+	file          string
+	base, version provider.Version
+	ok            bool
+	code          provider.Code
+	at            time.Time
+}
+
+// Two daemons × 16 clients race read-then-edit on 4 files; etcd is stopped
+// for 2 s in the middle. Every version is replaced by at most one
+// acknowledged edit, the acknowledged edits of a file form one chain that
+// ends in its final bytes (no acknowledged write lost), the outage refuses
+// with FS_IO_ERROR, and edits succeed again after it.
+func TestSeveralMachines_RaceOneWinnerPerVersionNoLostWrite(t *testing.T) {
+	files := []string{"r0.txt", "r1.txt", "r2.txt", "r3.txt"}
+	init := map[string]string{}
+	for _, f := range files {
+		init[f] = "start\n"
+	}
+	a, b, srv := twoDaemons(t, init)
+	ctx := context.Background()
+	const clientsPerDaemon = 16
+	start := time.Now()
+	deadline := start.Add(12 * time.Second)
+	var (
+		mu      sync.Mutex
+		results []raceResult
+		wg      sync.WaitGroup
+	)
+	var restarted time.Time
+	wg.Go(func() {
+		time.Sleep(3 * time.Second)
+		srv.Stop()
+		time.Sleep(2 * time.Second)
+		assert.NoError(t, srv.Restart())
+		mu.Lock()
+		restarted = time.Now()
+		mu.Unlock()
+	})
+	for i := range 2 * clientsPerDaemon {
+		d := []*daemon{a, b}[i%2]
+		wg.Go(func() {
+			c, err := control.Dial(d.Socket)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer c.Close()
+			sess, err := c.OpenSession(ctx, fmt.Sprint("racer-", i))
+			if !assert.NoError(t, err) {
+				return
+			}
+			for seq := 0; time.Now().Before(deadline); seq++ {
+				file := files[(i+seq)%len(files)]
+				rd, err := c.Read(ctx, control.ReadParams{Path: file, Session: sess})
+				if err != nil {
+					assert.Equal(t, provider.CodeIOError, provider.CodeOf(err), "read: %v", err)
+					continue
+				}
+				res, err := c.Edit(ctx, control.EditParams{Path: file, OldString: rd.Lines[0].Text,
+					NewString: fmt.Sprintf("racer-%d-%d", i, seq), Session: sess})
+				r := raceResult{file: file, base: rd.Version, ok: err == nil, code: provider.CodeOf(err), at: time.Now()}
+				if err == nil {
+					r.version = res.Version
+				} else if !assert.Contains(t, []provider.Code{provider.CodeStaleVersion, provider.CodeIOError, provider.CodeNotObserved},
+					r.code, "%v", err) {
+					return
+				}
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	refusedIO, okAfter := 0, 0
+	for _, r := range results {
+		if r.code == provider.CodeIOError {
+			refusedIO++
+		}
+		if r.ok && r.at.After(restarted) {
+			okAfter++
+		}
+	}
+	assert.NotZero(t, refusedIO, "the outage refused edits")
+	assert.NotZero(t, okAfter, "edits succeed again after etcd is back")
+	for _, file := range files {
+		replaced := map[provider.Version]int{}
+		produced := map[provider.Version]bool{}
+		wins := 0
+		for _, r := range results {
+			if r.file == file && r.ok {
+				replaced[r.base]++
+				produced[r.version] = true
+				wins++
+			}
+		}
+		require.NotZero(t, wins, file)
+		for v, n := range replaced {
+			assert.Equal(t, 1, n, "%s: version %s replaced by %d acknowledged edits", file, v, n)
+		}
+		final, err := a.Client.Read(ctx, control.ReadParams{Path: file})
+		require.NoError(t, err)
+		// The acknowledged edits form one chain from the start: every
+		// result but the final one was replaced by a later one.
+		assert.True(t, produced[final.Version], "%s: the final bytes are an acknowledged write", file)
+		for v := range produced {
+			if v != final.Version {
+				assert.Equal(t, 1, replaced[v], "%s: acknowledged version %s was overwritten without being replaced by a guarded edit (lost)", file, v)
+			}
+		}
+		t.Logf("%s: %d acknowledged edits across two daemons", file, wins)
+	}
+	t.Logf("%d attempts, %d refused during the outage (FS_IO_ERROR), %d acknowledged after it", len(results), refusedIO, okAfter)
+}
+
+func TestSeveralMachines_EtcdDownRefusesThenRecovers(t *testing.T) {
+	a, b, srv := twoDaemons(t, map[string]string{"f.txt": "one\n"})
+	ctx := context.Background()
+	sess, err := a.Client.OpenSession(ctx, "agent")
+	require.NoError(t, err)
+	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	require.NoError(t, err)
+
+	srv.Stop()
+	rd, err := a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	require.NoError(t, err, "reads go on (unrecorded)")
+	assert.Equal(t, "one", rd.Lines[0].Text)
+	_, err = b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "B has never seen the session and cannot ask: %v", err)
+	got, err := os.ReadFile(filepath.Join(b.Mnt, "f.txt"))
+	require.NoError(t, err, "reads through the mount go on")
+	assert.Equal(t, "one\n", string(got))
+	for _, d := range []*daemon{a, b} {
+		_, err = d.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
+		require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "got %v", err)
+		assert.ErrorContains(t, err, "policy store unavailable")
+		_, err = d.Client.Write(ctx, control.WriteParams{Path: "f.txt", Content: "x\n", Unconditional: true})
+		require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "unconditional too: got %v", err)
+	}
+	got, err = os.ReadFile(filepath.Join(a.Src, "f.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "one\n", string(got), "nothing let through")
+
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, func() bool {
+		_, err := b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	_, err = b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
+	require.NoError(t, err, "work resumes by itself")
+}
