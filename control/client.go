@@ -99,17 +99,18 @@ type incoming struct {
 // readLoop routes responses to their callers and notifications to watches.
 func (c *Client) readLoop() {
 	lr := newLineReader(c.nc, maxResponseBytes)
+	lr.asText = true
 	var connErr error
 	for {
-		line, tooLong, err := lr.next()
+		f, err := lr.nextFrame()
 		if err != nil {
 			break
 		}
-		if tooLong {
+		if f.status != lineOK {
 			connErr = fmt.Errorf("control: a response exceeded %d bytes", maxResponseBytes)
 			break
 		}
-		d, err := decodeLine(line, c.fastDecoder)
+		d, err := decodeLine(f.text, c.fastDecoder)
 		if err != nil {
 			connErr = fmt.Errorf("control: the daemon sent a malformed line: %w", err)
 			break

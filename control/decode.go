@@ -13,10 +13,10 @@ import (
 // line, decodes the envelope into raw messages (a copy of the result),
 // then checks and decodes the result again by reflection: for a 1 MiB
 // fs.read that is three passes and one allocation per line of the file.
-// decodeLine reads the envelope in one strict pass over a string copy of
-// the line and, for the result types that have one (readResultDecoder),
+// decodeLine reads the envelope in one strict pass over the line (read as
+// a string) and, for the result types that have one (readResultDecoder),
 // decodes the result in that same pass, its strings substrings of the
-// copy. Anything it does not expect (an unknown key, a key or value of an
+// line. Anything it does not expect (an unknown key, a key or value of an
 // unusual shape) falls back to encoding/json on the whole line, so the
 // outcome, and every error, is what encoding/json gives.
 
@@ -38,12 +38,12 @@ type decodedLine struct {
 }
 
 // decodeLine decodes a line from the daemon, fast when it can.
-func decodeLine(line []byte, fast lineDecoder) (decodedLine, error) {
-	if d, ok := decodeLineFast(string(line), fast); ok {
+func decodeLine(line string, fast lineDecoder) (decodedLine, error) {
+	if d, ok := decodeLineFast(line, fast); ok {
 		return d, nil
 	}
 	var d decodedLine
-	if err := json.Unmarshal(line, &d.in); err != nil {
+	if err := json.Unmarshal([]byte(line), &d.in); err != nil {
 		return decodedLine{}, err
 	}
 	d.id, d.hasID = parseID(d.in.ID)

@@ -2,6 +2,7 @@ package control
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func referenceDecode(line []byte) (in incoming, r *ReadResult, lineErr, resultEr
 func checkDecodeLine(t *testing.T, line []byte) (fast bool) {
 	t.Helper()
 	in, want, lineErr, resultErr := referenceDecode(line)
-	d, err := decodeLine(line, func(uint64) fastResult { return readResultDecoder })
+	d, err := decodeLine(string(line), func(uint64) fastResult { return readResultDecoder })
 	if lineErr != nil {
 		require.Error(t, err, "line %q", line)
 		return false
@@ -161,4 +162,26 @@ func TestJSONString_SpecialByteAtEveryPosition(t *testing.T) {
 			require.Equal(t, rawRef, got, "decode raw %q", raw)
 		}
 	}
+}
+
+// TestLineReader_TextMatchesBytes reads the same stream as strings and as
+// bytes: lines shorter and longer than one read buffer, an empty line and
+// an unterminated last line.
+func TestLineReader_TextMatchesBytes(t *testing.T) {
+	lines := []string{"short", strings.Repeat("x", readBufferSize-1), strings.Repeat("y", 3*readBufferSize+17), "", "last"}
+	stream := strings.Join(lines, "\n")
+	asBytes := newLineReader(strings.NewReader(stream), 1<<30)
+	asText := newLineReader(strings.NewReader(stream), 1<<30)
+	asText.asText = true
+	for i, want := range lines {
+		b, err := asBytes.nextFrame()
+		require.NoError(t, err)
+		s, err := asText.nextFrame()
+		require.NoError(t, err)
+		assert.Equal(t, want, string(b.line), "line %d as bytes", i)
+		assert.Equal(t, want, s.text, "line %d as text", i)
+		assert.Nil(t, s.line, "line %d as text has no bytes", i)
+	}
+	_, err := asText.nextFrame()
+	require.ErrorIs(t, err, io.EOF)
 }
