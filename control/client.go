@@ -43,11 +43,15 @@ type pendingCall struct {
 	// onResult runs in the reader goroutine before the next line is read,
 	// so a watch is registered before its first notification arrives.
 	onResult func(json.RawMessage)
+	// fast, when set, decodes the result in the reader goroutine in the
+	// same pass as the envelope (see decodeLine).
+	fast fastResult
 }
 
 type callResult struct {
-	result json.RawMessage
-	err    error
+	result  json.RawMessage
+	decoded any // the result fast decoded; result is then nil
+	err     error
 }
 
 // Dial connects to the daemon's control socket.
@@ -95,27 +99,28 @@ type incoming struct {
 // readLoop routes responses to their callers and notifications to watches.
 func (c *Client) readLoop() {
 	lr := newLineReader(c.nc, maxResponseBytes)
+	lr.asText = true
 	var connErr error
 	for {
-		line, tooLong, err := lr.next()
+		f, err := lr.nextFrame()
 		if err != nil {
 			break
 		}
-		if tooLong {
+		if f.status != lineOK {
 			connErr = fmt.Errorf("control: a response exceeded %d bytes", maxResponseBytes)
 			break
 		}
-		var in incoming
-		if err := json.Unmarshal(line, &in); err != nil {
+		d, err := decodeLine(f.text, c.fastDecoder)
+		if err != nil {
 			connErr = fmt.Errorf("control: the daemon sent a malformed line: %w", err)
 			break
 		}
+		in, id := d.in, d.id
 		if in.Method != "" && in.ID == nil {
 			c.dispatchNotification(in)
 			continue
 		}
-		id, err := strconv.ParseUint(string(in.ID), 10, 64)
-		if err != nil {
+		if !d.hasID {
 			// id null: a connection-level error (e.g. the peer was refused).
 			if in.Error != nil {
 				connErr = rpcErrorFromObject(in.Error)
@@ -136,9 +141,19 @@ func (c *Client) readLoop() {
 		if pc.onResult != nil {
 			pc.onResult(in.Result)
 		}
-		pc.ch <- callResult{result: in.Result}
+		pc.ch <- callResult{result: in.Result, decoded: d.decoded}
 	}
 	c.shutdown(connErr)
+}
+
+// fastDecoder returns the fast result decoder of the pending call id, or nil.
+func (c *Client) fastDecoder(id uint64) fastResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pc := c.pending[id]; pc != nil {
+		return pc.fast
+	}
+	return nil
 }
 
 // shutdown fails pending calls and closes watches.
@@ -199,6 +214,9 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		return fmt.Errorf("control: encode %s request: %w", method, err)
 	}
 	pc := &pendingCall{ch: make(chan callResult, 1), onResult: onResult}
+	if _, ok := result.(*ReadResult); ok && onResult == nil {
+		pc.fast = readResultDecoder
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -220,6 +238,10 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 	case r := <-pc.ch:
 		if r.err != nil {
 			return r.err
+		}
+		if rr, ok := r.decoded.(*ReadResult); ok {
+			*result.(*ReadResult) = *rr
+			return nil
 		}
 		if result != nil {
 			if err := json.Unmarshal(r.result, result); err != nil {

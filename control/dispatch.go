@@ -193,7 +193,7 @@ func encodeResponse(id json.RawMessage, result any, e *ErrorObject) []byte {
 		id = json.RawMessage("null")
 	}
 	if a, ok := result.(jsonAppender); ok && e == nil && isCompactID(id) {
-		b := append(make([]byte, 0, 4096), `{"jsonrpc":"2.0","id":`...)
+		b := append(make([]byte, 0, 64+len(id)+a.sizeHint()), `{"jsonrpc":"2.0","id":`...)
 		b = append(b, id...)
 		b = append(b, `,"result":`...)
 		return append(a.appendJSON(b), '}')

@@ -10,9 +10,21 @@ import (
 // tens of thousands of lines).
 type jsonAppender interface {
 	appendJSON(dst []byte) []byte
+	// sizeHint is about the number of bytes appendJSON appends.
+	sizeHint() int
 }
 
 var _ jsonAppender = ReadResult{}
+
+// sizeHint implements jsonAppender: the encoded size when no character
+// needs an escape.
+func (r ReadResult) sizeHint() int {
+	n := 128 + len(r.DisplayPath) + len(r.Version)
+	for _, l := range r.Lines {
+		n += len(`{"number":,"text":""},`) + 20 + len(l.Text)
+	}
+	return n
+}
 
 // appendJSON implements jsonAppender with the encoding json.Marshal gives.
 func (r ReadResult) appendJSON(b []byte) []byte {
@@ -43,6 +55,12 @@ func (r ReadResult) appendJSON(b []byte) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// htmlSafeByte reports whether encoding/json copies c into a string as it
+// is: printable ASCII other than a quote, a backslash, <, > and &.
+func htmlSafeByte(c byte) bool {
+	return c-0x20 < 0x60 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+}
+
 // appendJSONString appends s as a JSON string, escaped as encoding/json
 // does (control characters, quotes, backslashes, <, >, &, U+2028, U+2029;
 // invalid UTF-8 becomes U+FFFD).
@@ -50,12 +68,16 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && !htmlSpecialIn8(load8(s, i)) {
+			i += 8
+			continue
+		}
 		c := s[i]
+		if htmlSafeByte(c) {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 )
 
@@ -29,7 +30,8 @@ const (
 
 // frame is one line read by a lineReader.
 type frame struct {
-	line   []byte     // the line without its newline; nil unless lineOK
+	line   []byte     // the line without its newline; nil unless lineOK (or asText)
+	text   string     // the line, with lineReader.asText
 	held   int64      // bytes reserved from the budget for line; release them when done
 	status lineStatus // how the line ended
 }
@@ -82,6 +84,9 @@ type lineReader struct {
 	// budget, before the rest of the line has arrived (a peer that never
 	// ends its line still hears why).
 	overBudget func()
+	// asText joins a complete line into frame.text instead of frame.line
+	// (one copy fewer for a reader that wants a string).
+	asText bool
 }
 
 func newLineReader(r io.Reader, max int64) *lineReader {
@@ -148,7 +153,7 @@ func (lr *lineReader) nextFrame() (f frame, err error) {
 			if f.status != lineOK {
 				return f, nil
 			}
-			return frame{line: join(frags, frag, n), held: held}, nil
+			return lr.complete(frags, frag, n, held), nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			if f.status == lineOK {
 				frags = append(frags, append([]byte(nil), frag...))
@@ -159,13 +164,32 @@ func (lr *lineReader) nextFrame() (f frame, err error) {
 				return f, nil
 			}
 			if n > 0 {
-				return frame{line: join(frags, frag, n), held: held}, nil
+				return lr.complete(frags, frag, n, held), nil
 			}
 			return frame{}, io.EOF
 		default:
 			return frame{}, err
 		}
 	}
+}
+
+// complete is the frame of a whole line made of frags and last (n bytes).
+func (lr *lineReader) complete(frags [][]byte, last []byte, n, held int64) frame {
+	if lr.asText {
+		return frame{text: joinText(frags, last, n), held: held}
+	}
+	return frame{line: join(frags, last, n), held: held}
+}
+
+// joinText concatenates frags and last (n bytes in all) into a string.
+func joinText(frags [][]byte, last []byte, n int64) string {
+	var b strings.Builder
+	b.Grow(int(n))
+	for _, f := range frags {
+		b.Write(f)
+	}
+	b.Write(last)
+	return b.String()
 }
 
 // join concatenates frags and last (n bytes in all) into one new slice.

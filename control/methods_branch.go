@@ -252,6 +252,9 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 			}
 			return nil
 		},
+		Claim: func(ctx context.Context, files []branch.ClaimFile) (func([]branch.AppliedFile), error) {
+			return s.claimCommit(ctx, detail, files)
+		},
 		Applied: func(ctx context.Context, files []branch.AppliedFile) {
 			for _, f := range files {
 				op := policy.OpWrite

@@ -22,10 +22,11 @@ func window(text string, offset, limit int, maxBytes int64) (lines []Line, total
 	if text != "" && !strings.HasSuffix(text, "\n") {
 		totalLines++
 	}
-	lines = []Line{}
 	if offset > totalLines {
-		return lines, totalLines, false
+		return []Line{}, totalLines, false
 	}
+	// Every retained line costs at least one byte of maxBytes.
+	lines = make([]Line, 0, min(int64(limit), int64(totalLines-offset+1), maxBytes))
 	rest := text
 	var used int64
 	for n := 1; n < offset+limit && rest != ""; n++ {

@@ -48,6 +48,7 @@ type Engine struct {
 	fs       provider.FileSystem
 	refusals *refusalLimiter
 	own      *ownChanges // the daemon's own changes, for the watcher
+	mclaims  mountClaims // shared store: claims held for bound mount changes
 
 	mu        sync.RWMutex
 	decider   Decider
@@ -167,6 +168,7 @@ func (e *Engine) claim(ctx context.Context, a Actor, op MutationOp, ts ...provid
 	for i, t := range ts {
 		keys[i] = t.Key
 	}
+	e.mclaims.release(keys...) // this daemon's own mount claims give way
 	c, err := e.store.Claim(ctx, string(op), ts[0].DisplayPath, keys...)
 	if err != nil {
 		if len(ts) > 1 {

@@ -99,6 +99,10 @@ func (s *Store) LastSeq() uint64 {
 // is FS_CHANGES_LOST.
 func (s *Store) MarkChangesLost() {
 	f := s.feed
+	if s.shared {
+		s.markSharedChangesLost()
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.base = s.auditSeq.next()

@@ -38,6 +38,9 @@ import (
 // in the error and the audit entry.
 func (e *Engine) CheckMount(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
 	err := e.checkMount(a, op, t, current)
+	if err == nil && a.Session != "" && current != nil {
+		err = e.claimMount(op, t)
+	}
 	e.auditMountRefusal(a, op, t, err)
 	return err
 }
@@ -74,6 +77,9 @@ func (e *Engine) checkMount(a Actor, mop MutationOp, t provider.Target, current 
 // A refusal of a bound session is audited (see AuditRefusal).
 func (e *Engine) CheckMountCreate(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
 	err := e.checkMountCreate(a, op, t, current)
+	if err == nil && a.Session != "" && current != nil {
+		err = e.claimMount(op, t)
+	}
 	e.auditMountRefusal(a, op, t, err)
 	return err
 }
@@ -138,9 +144,13 @@ func (e *Engine) RecordMount(ctx context.Context, a Actor, op MutationOp, t prov
 		// what it had (see CopyMount for a link).
 		obs = Present("")
 	}
+	keys := []provider.Key{t.Key}
+	if to != nil {
+		keys = append(keys, to.Key)
+	}
 	return e.commit(ctx, mutation{
 		actor: a, op: op, target: t, before: before, after: after, obs: obs,
-		to: to, sourceDeleted: to != nil,
+		to: to, sourceDeleted: to != nil, claim: e.mclaims.take(keys...),
 	})
 }
 

@@ -73,6 +73,9 @@ func (s *Store) startShared() error {
 	s.auditSeq.last.Store(cur) // newFeed takes cur+1, the value just reserved
 	s.feed = newFeed(s)
 	s.sharedSeq.Store(cur + 1)
+	if err := s.resolveCommitJournals(context.Background()); err != nil {
+		s.log.Warn("resolve the journals of stopped multi-file commits (retried at the next start)", "err", err)
+	}
 	return s.startFeedWatch()
 }
 
@@ -139,6 +142,9 @@ type Claim struct {
 	keys []provider.Key // stored keys, in claim order
 	held [][]byte       // the record values written when claimed
 	prev []versionRecord
+	// journal is the key of a multi-file commit's journal record (see
+	// ClaimCommit), deleted on release; nil for other claims.
+	journal []byte
 }
 
 // A claim held by another daemon is looked at again after claimPoll, then
@@ -259,14 +265,31 @@ func (c *Claim) Release(after map[provider.Key]provider.Version) {
 		return
 	}
 	var pending []int
-	for i := range ops {
-		ok, err := s.db.Txn(context.Background(), conds[i:i+1], ops[i:i+1])
-		switch {
-		case err != nil:
-			pending = append(pending, i)
-		case !ok:
-			s.log.Warn("a claim expired before its mutation ended and was taken over (this daemon stalled longer than the claim TTL)",
-				"key", string(c.keys[i]), "ttl", s.opts.ClaimTTL)
+	// In chunks of the engine's transaction limit; a chunk with a record
+	// that is no longer ours is released key by key.
+	n := s.db.MaxTxnOps()
+	for start := 0; start < len(ops); start += n {
+		end := min(start+n, len(ops))
+		if end-start > 1 {
+			ok, err := s.db.Txn(context.Background(), conds[start:end], ops[start:end])
+			if err == nil && ok {
+				continue
+			}
+		}
+		for i := start; i < end; i++ {
+			ok, err := s.db.Txn(context.Background(), conds[i:i+1], ops[i:i+1])
+			switch {
+			case err != nil:
+				pending = append(pending, i)
+			case !ok:
+				s.log.Warn("a claim expired before its mutation ended and was taken over (this daemon stalled longer than the claim TTL)",
+					"key", string(c.keys[i]), "ttl", s.opts.ClaimTTL)
+			}
+		}
+	}
+	if c.journal != nil {
+		if err := s.db.Write(context.Background(), []kv.Op{kv.Delete(c.journal)}); err != nil {
+			s.log.Warn("delete a commit journal record; the next daemon to open resolves it", "err", err)
 		}
 	}
 	if len(pending) > 0 {

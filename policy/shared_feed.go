@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/dshmount/dshmount/policy/kv"
 	"github.com/dshmount/dshmount/provider"
@@ -89,5 +90,69 @@ func (e *Engine) remoteChange(entry AuditEntry) {
 	}
 	if err := e.notify(context.Background(), ev); err != nil {
 		s.log.Warn("observe another daemon's change", "path", entry.Path, "err", err)
+	}
+}
+
+// markSharedChangesLost is MarkChangesLost on a shared store. The new base
+// must be at least every seq any daemon took before the loss, so it is
+// reserved from the shared counter (a seq no entry carries), not from this
+// daemon's mirror, which lags behind other daemons' entries. Until the
+// counter answers, nothing is vouched for (the base is the highest seq);
+// the reservation is retried until it succeeds or the store closes.
+func (s *Store) markSharedChangesLost() {
+	f := s.feed
+	f.mu.Lock()
+	f.base = ^uint64(0)
+	for sub := range f.subs {
+		sub.fail()
+	}
+	clear(f.subs)
+	f.mu.Unlock()
+	wait := 100 * time.Millisecond
+	for {
+		seq, err := s.reserveSharedSeq()
+		if err == nil {
+			f.mu.Lock()
+			if f.base == ^uint64(0) || seq > f.base {
+				f.base = seq
+			}
+			if seq > s.auditSeq.last.Load() {
+				s.auditSeq.last.Store(seq)
+			}
+			f.mu.Unlock()
+			return
+		}
+		s.log.Warn("reserve the change feed's new base seq (nothing is vouched for until then)", "err", err)
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// reserveSharedSeq advances the shared audit counter by one, with no
+// entry: the returned seq is above every seq taken before.
+func (s *Store) reserveSharedSeq() (uint64, error) {
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	cur, err := s.sharedCounter()
+	if err != nil {
+		return 0, err
+	}
+	for {
+		ok, err := s.db.Txn(context.Background(), []kv.Cond{counterCond(cur)},
+			[]kv.Op{kv.Put([]byte(keySeqAudit), encodeUint64(cur+1))})
+		if err != nil {
+			return 0, unavailable(err)
+		}
+		if ok {
+			s.sharedSeq.Store(cur + 1)
+			return cur + 1, nil
+		}
+		if cur, err = s.sharedCounter(); err != nil {
+			return 0, err
+		}
 	}
 }

@@ -65,6 +65,17 @@ type Hooks struct {
 	// view's hide and read-only rules, which may be stricter than when
 	// the branch changed it); an error refuses the whole commit.
 	Allow func(rel string) error
+	// Claim, when set, runs after Announce, before the locks: it claims
+	// the files (with the versions the commit expects) on a shared policy
+	// store, or refuses the commit. Its release runs when the commit ends,
+	// with the files applied (none when it was refused).
+	Claim func(ctx context.Context, files []ClaimFile) (release func([]AppliedFile), err error)
+}
+
+// ClaimFile is one file a commit may change and the version it expects.
+type ClaimFile struct {
+	Target provider.Target
+	Base   provider.Version
 }
 
 // ConflictError refuses a commit whose paths the workspace changed since
@@ -244,7 +255,7 @@ func (m *Manager) hostPath(rel string) string {
 }
 
 // apply runs one journaled commit; m.commitMu is held.
-func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after afterApply) ([]AppliedFile, error) {
+func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after afterApply) (files []AppliedFile, err error) {
 	steps, keys, targets := m.plan(cs)
 	if hooks.Allow != nil {
 		for _, st := range steps {
@@ -257,6 +268,13 @@ func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after af
 	// the mount's dirty pages back goes through handlers that take them.
 	if hooks.Announce != nil && len(targets) > 0 {
 		hooks.Announce(ctx, targets)
+	}
+	if hooks.Claim != nil && len(targets) > 0 {
+		release, err := hooks.Claim(ctx, claimFiles(steps, targets))
+		if err != nil {
+			return nil, err
+		}
+		defer func() { release(files) }()
 	}
 	unlock, err := m.lower.Lock(ctx, keys...)
 	if err != nil {
@@ -282,7 +300,7 @@ func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after af
 	if err := m.journals.put(id+".json", j); err != nil {
 		return nil, fmt.Errorf("%s: write the commit journal: %w", cs.Label, err)
 	}
-	files, err := m.stageAndApply(ctx, &j, after)
+	files, err = m.stageAndApply(ctx, &j, after)
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +308,21 @@ func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after af
 		hooks.Applied(ctx, files)
 	}
 	return files, nil
+}
+
+// claimFiles pairs each target with the base its steps expect.
+func claimFiles(steps []step, targets []provider.Target) []ClaimFile {
+	bases := map[string]provider.Version{}
+	for _, st := range steps {
+		if st.Op == opWrite || st.Op == opDelete {
+			bases[st.Path] = st.Base
+		}
+	}
+	out := make([]ClaimFile, len(targets))
+	for i, t := range targets {
+		out[i] = ClaimFile{Target: t, Base: bases[t.DisplayPath]}
+	}
+	return out
 }
 
 // plan turns changes into journal steps (without the bases of directory

@@ -66,10 +66,7 @@ func (fs *FS) rewrite(ctx context.Context, op string, t provider.Target, expecte
 	}
 	defer unlock()
 	defer p.close()
-	if err := fs.requireSource(p, expected); err != nil {
-		return provider.EditOutcome{}, err
-	}
-	data, err := p.readAll(ctx)
+	data, err := fs.readGuarded(ctx, p, expected)
 	if err != nil {
 		return provider.EditOutcome{}, err
 	}
@@ -87,4 +84,23 @@ func (fs *FS) rewrite(ctx context.Context, op string, t provider.Target, expecte
 		return provider.EditOutcome{}, err
 	}
 	return provider.EditOutcome{Version: pub.version, Before: before, After: after}, nil
+}
+
+// readGuarded checks the source and its guard and reads its content; a
+// readable guarded file is read once for both (readVersioned).
+func (fs *FS) readGuarded(ctx context.Context, p *probe, expected *provider.VersionGuard) ([]byte, error) {
+	if expected == nil || p.file == nil || !p.regular() {
+		if err := fs.requireSource(p, expected); err != nil {
+			return nil, err
+		}
+		return p.readAll(ctx)
+	}
+	data, now, err := fs.readVersioned(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if now != expected.Version {
+		return nil, staleChanged(p.op, p.disp, expected.Version, now)
+	}
+	return data, nil
 }

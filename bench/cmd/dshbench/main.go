@@ -11,7 +11,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: dshbench run|fs|socket|fill [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dshbench run|fs|socket|socketspeed|fill [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -22,6 +22,8 @@ func main() {
 		err = runFS(os.Args[2:])
 	case "socket":
 		err = runSocket(os.Args[2:])
+	case "socketspeed":
+		err = runSocketSpeed(os.Args[2:])
 	case "fill":
 		err = runFill(os.Args[2:])
 	default:

@@ -216,6 +216,7 @@ func runDshmount(c *runConfig, self, base string, fsArgs func(string, string) []
 		st := duBytes(state)
 		res.Memory["state_bytes"] = float64(st)
 		res.Memory["state_bytes_per_file"] = float64(st) / float64(c.MemFiles)
+		recordBadgerBytes(res.Memory, state)
 	}
 	return nil
 }

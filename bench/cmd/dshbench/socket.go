@@ -164,6 +164,9 @@ func measureAgentOps(ctx context.Context, c *socketConfig, ops agentOps, r *Repo
 	r.add("agent_edit_p50", "ms", false, ms(lat[len(lat)/2]))
 	r.add("agent_edit_p99", "ms", false, ms(lat[min(len(lat)-1, len(lat)*99/100)]))
 
+	if err := measureEditShare(ctx, c, ops, r); err != nil {
+		return err
+	}
 	var reads []time.Duration
 	for range 10 {
 		t0 := time.Now()

@@ -1,0 +1,50 @@
+package control
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// bigReadResult is the fs.read result of bigText, every line.
+func bigReadResult() ReadResult {
+	lines, total, _ := window(bigText(), 1, 1<<20, 2<<20)
+	return ReadResult{DisplayPath: "big.txt", Version: "c1-0123", Offset: 1, Lines: lines, TotalLines: total}
+}
+
+// BenchmarkReadResult_Encode measures the daemon's encoding of a 1 MiB read.
+func BenchmarkReadResult_Encode(b *testing.B) {
+	r := bigReadResult()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = encodeResponse(json.RawMessage("7"), r, nil)
+	}
+}
+
+// BenchmarkReadResult_Decode measures the client's decoding of a 1 MiB read
+// response line: the fast pass, then encoding/json as it was.
+func BenchmarkReadResult_Decode(b *testing.B) {
+	line := encodeResponse(json.RawMessage("7"), bigReadResult(), nil)
+	b.Run("fast", func(b *testing.B) {
+		b.SetBytes(int64(len(line)))
+		b.ReportAllocs()
+		fast := func(uint64) fastResult { return readResultDecoder }
+		text := string(line) // the client's line reader gives a string
+		for b.Loop() {
+			d, err := decodeLine(text, fast)
+			if err != nil || d.decoded == nil {
+				b.Fatal("not decoded fast", err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(line)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var in incoming
+			var r ReadResult
+			if json.Unmarshal(line, &in) != nil || json.Unmarshal(in.Result, &r) != nil {
+				b.Fatal("decode")
+			}
+		}
+	})
+}
