@@ -151,13 +151,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 
 	var watching atomic.Bool // fs.changes vouches for out-of-band changes only then
 	if cfg.Watch {
-		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, mnt.DropData, log.With("component", "watch"))
+		watching.Store(true) // before the start: a watcher that fails at once clears it
+		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, mnt.DropData,
+			func() { watching.Store(false) }, log.With("component", "watch"))
 		if werr != nil {
 			unmount()
 			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
 		}
 		defer watcher.Close()
-		watching.Store(true)
 	}
 	ctlCfg.ExternalWatched = watching.Load
 
