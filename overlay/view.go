@@ -121,12 +121,24 @@ func relOfTarget(t provider.Target) string { return t.DisplayPath }
 // lexicalRel maps a path argument to a workspace-relative path without
 // touching the disk, when that is possible.
 func (v *View) lexicalRel(p string, opts provider.ResolveOptions) (string, bool) {
+	root := ""
+	if r, ok := v.fs.(rooted); ok {
+		root = r.Root()
+	}
+	return LexicalRel(root, p, opts)
+}
+
+// LexicalRel maps a path argument to a path relative to the workspace root
+// without I/O: an absolute path must lie below root ("" when the root is not
+// known: then only relative paths map), a relative one is taken from
+// opts.Cwd (itself absolute below root, or relative). ok is false for a path
+// leading outside the root.
+func LexicalRel(root, p string, opts provider.ResolveOptions) (string, bool) {
 	if strings.HasPrefix(p, "/") {
-		r, ok := v.fs.(rooted)
-		if !ok {
+		if root == "" {
 			return "", false
 		}
-		root := path.Clean(r.Root())
+		root = path.Clean(root)
 		c := path.Clean(p)
 		if c == root {
 			return ".", true
@@ -138,7 +150,7 @@ func (v *View) lexicalRel(p string, opts provider.ResolveOptions) (string, bool)
 	}
 	cwd := opts.Cwd
 	if strings.HasPrefix(cwd, "/") {
-		rel, ok := v.lexicalRel(cwd, provider.ResolveOptions{})
+		rel, ok := LexicalRel(root, cwd, provider.ResolveOptions{})
 		if !ok {
 			return "", false
 		}

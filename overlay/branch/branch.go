@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -129,28 +130,7 @@ func (b *Branch) notFound(op, rel string) error {
 
 // lexicalRel maps a path argument to a workspace-relative path without I/O.
 func (b *Branch) lexicalRel(p string, opts provider.ResolveOptions) (string, bool) {
-	if strings.HasPrefix(p, "/") {
-		root := filepath.Clean(b.lower.Root())
-		c := path.Clean(p)
-		if c == root {
-			return ".", true
-		}
-		rest, ok := strings.CutPrefix(c, strings.TrimSuffix(root, "/")+"/")
-		return rest, ok
-	}
-	cwd := opts.Cwd
-	if strings.HasPrefix(cwd, "/") {
-		r, ok := b.lexicalRel(cwd, provider.ResolveOptions{})
-		if !ok {
-			return "", false
-		}
-		cwd = r
-	}
-	c := path.Clean(path.Join(cwd, p))
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", false
-	}
-	return c, true
+	return overlay.LexicalRel(filepath.Clean(b.lower.Root()), p, opts)
 }
 
 // Resolve implements provider.FileSystem. A path the branch changed (or a
