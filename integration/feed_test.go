@@ -240,6 +240,17 @@ func TestFeed_ASubscriberThatDoesNotReadGetsOneLostEvent(t *testing.T) {
 	for i := range 12000 {
 		require.NoError(t, os.WriteFile(filepath.Join(d.Src, "flood", fmt.Sprintf("f%05d", i)), nil, 0o644))
 	}
+	// Read only once the daemon has recorded them all: a reader that starts
+	// while a slow (loaded) watcher is still recording could keep up with it
+	// and rightly never lose anything.
+	var start struct {
+		Result control.WatchResult
+	}
+	require.NoError(t, json.Unmarshal(first, &start))
+	require.Eventually(t, func() bool {
+		res, err := d.Client.Log(testCtx(t), control.LogParams{Limit: 1})
+		return err == nil && len(res.Entries) == 1 && res.Entries[0].Seq >= start.Result.Seq+12000
+	}, 2*time.Minute, 50*time.Millisecond, "the daemon never recorded the 12,000 out-of-band files")
 	var lost, changes int
 	require.NoError(t, nc.SetReadDeadline(time.Now().Add(60*time.Second)))
 	for lost == 0 {
