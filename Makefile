@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./patch/
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyHunks$$' -fuzztime $(FUZZTIME) ./patch/
 	$(GO) test -run '^$$' -fuzz '^FuzzDispatch$$' -fuzztime $(FUZZTIME) ./control/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLine$$' -fuzztime $(FUZZTIME) ./control/
 
 lint-basic:
 	$(GO) vet $(PKGS)
