@@ -25,7 +25,8 @@ SEQ is the change's sequence number (the audit log's, see 'dshmount log'). KIND 
 created, modified (the bytes), attrib (mode, owner or times only), deleted or renamed
 (with '-> TO'). PATH is the changed file itself, relative to the workspace. ACTOR is
 'socket session=NAME', 'mount pid=PID uid=UID' (a program on the mount), or 'external'
-(a change made directly in the workspace directory, seen with 'serve --watch').
+(a change made directly in the workspace directory, seen by the daemon's workspace
+watcher, on by default).
 Changes of one path by one actor within a few milliseconds are printed as one line
 (the last seq; created stays created).
 
