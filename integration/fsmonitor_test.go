@@ -268,16 +268,7 @@ func hook(t *testing.T, dir string, env []string, args ...string) (string, strin
 	cmd := exec.Command(dshBinary, append([]string{"fsmonitor"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return stdout.String(), stderr.String(), code
+	return runCaptured(t, cmd)
 }
 
 func TestFsmonitor_HookAnswersEverythingForTokensItCannotVouchFor(t *testing.T) {
@@ -360,16 +351,7 @@ func TestFsmonitor_TheHookWorksForAnotherUIDTheSocketAdmits(t *testing.T) {
 		cmd.Dir = d.m("repo")
 		cmd.Env = []string{"DSH_RUN_DIR=" + runDir, "PATH=/usr/bin:/bin"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
-		return stdout.String(), stderr.String(), code
+		return runCaptured(t, cmd)
 	}
 	out, stderr, code := asNobody("")
 	require.Equal(t, 0, code, "uid 65534 finds root's daemon and is served: %s", stderr)

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -277,16 +278,22 @@ func (d *daemon) dsh(args ...string) (string, string, int) {
 	cmd := exec.CommandContext(ctx, dshBinary, args...)
 	cmd.Env = append(os.Environ(), "DSH_SOCKET="+d.Socket)
 	cmd.Dir = d.Mnt
+	return runCaptured(d.t, cmd)
+}
+
+// runCaptured runs cmd and returns its stdout, its stderr and its exit
+// code; a command that cannot be started fails the test.
+func runCaptured(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		d.t.Fatalf("running dshmount %v: %v", args, err)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return stdout.String(), stderr.String(), ee.ExitCode()
 	}
-	return stdout.String(), stderr.String(), code
+	require.NoError(t, err, "run %v", cmd.Args)
+	return stdout.String(), stderr.String(), 0
 }
 
 // ctx returns a test context bounded by a minute.

@@ -28,16 +28,7 @@ func runIn(t *testing.T, dir string, env []string, args ...string) (string, stri
 	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Dir = dir
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return stdout.String(), stderr.String(), code
+	return runCaptured(t, cmd)
 }
 
 // TestCLI_InsideTheMountNeedsNoSocketAndFollowsTheShell is `cd MOUNT/src &&
