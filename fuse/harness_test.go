@@ -77,6 +77,8 @@ type env struct {
 type envOptions struct {
 	passthrough bool
 	rules       overlay.Rules
+	watched     func() bool // Config.Watched (nil: directory descriptors are not cached)
+	dirFDs      int         // Config.DirFDs
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -101,7 +103,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.engine = policy.NewEngine(store, view)
 	e.srv, err = Mount(e.mnt, Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
-		Passthrough: o.passthrough,
+		Passthrough: o.passthrough, Watched: o.watched, DirFDs: o.dirFDs,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -64,6 +64,9 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		asRoot:  euidIsRoot(),
 		vers:    cfg.Local.Versioner(),
 	}
+	if cfg.Watched != nil && cfg.DirFDs > 0 {
+		m.dirs = newDirFds(rootFd, cfg.DirFDs, cfg.Watched)
+	}
 	rootNode := m.newNode()
 	m.rootInode = rootNode.EmbeddedInode()
 
@@ -210,6 +213,7 @@ func (mt *Server) release() {
 			mt.inval.close()
 		}
 		mt.state.callers.forget() // closes the callers' pidfds
+		mt.state.dirs.close()
 		_ = unix.Close(mt.state.rootFd)
 	})
 }

@@ -209,6 +209,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	if err := unix.Mkdirat(e.dir, e.name, mode&07777); err != nil {
 		return nil, errnoOf(err)
 	}
+	m.dirs.forget(rel) // a descriptor cached under this name was of a directory gone since
 	m.chownToCaller(ctx, -1, e, rel)
 	dirMode := mode & 07777
 	if dirSetgid(e.dir) {
@@ -371,6 +372,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if err := unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR); err != nil {
 		return errnoOf(err)
 	}
+	m.dirs.forget(rel)
 	m.record(ctx, a, policy.OpUnlink, m.target(rel), before, "", nil)
 	return 0
 }

@@ -122,6 +122,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if err := unix.Renameat2(srcE.dir, srcE.name, dstE.dir, dstE.name, uint(flags)); err != nil {
 		return errnoOf(err)
 	}
+	m.dirs.forget(srcRel) // cached descriptors at and below both names are elsewhere now
+	m.dirs.forget(dstRel)
 
 	moved, err := statAt(dstE.dir, dstE.name, false)
 	if err != nil {
