@@ -409,3 +409,26 @@ func TestMount_ConcurrentRenamesAndLookupsKeepTheCacheExact(t *testing.T) {
 		assert.Equal(t, st.Ino, bs.st.Ino, "%s through the cache is the backing file (%q)", rel, want)
 	}
 }
+
+// Socket changes reach the invalidator as feed events: a move drops the
+// cached descriptors at and below both of its paths; the mount's own
+// events drop nothing there (the mount drops as it renames).
+func TestMount_SocketEventsDropDescriptorsBelowTheirPaths(t *testing.T) {
+	e := newEnv(t, envOptions{watched: watchedOn})
+	for _, rel := range []string{"a/s/f", "b/s/f", "c/s/f"} {
+		e.put(rel, "x")
+		_, err := os.Stat(e.m(rel))
+		require.NoError(t, err)
+	}
+	dirs := e.srv.state.dirs
+	require.Subset(t, dirs.cachedPaths(), []string{"a", "a/s", "b", "b/s", "c", "c/s"})
+	to := e.lfs.TargetForRel("b")
+	require.NoError(t, e.srv.inval.observe(context.Background(), policy.Event{
+		Actor: policy.Actor{Channel: policy.ChannelMount}, Op: policy.OpRename, Target: e.lfs.TargetForRel("c"),
+	}))
+	assert.Contains(t, dirs.cachedPaths(), "c/s", "the mount's own event")
+	require.NoError(t, e.srv.inval.observe(context.Background(), policy.Event{
+		Actor: policy.Actor{Channel: policy.ChannelSocket}, Op: policy.OpMove, Target: e.lfs.TargetForRel("a"), To: &to,
+	}))
+	assert.ElementsMatch(t, []string{"c", "c/s"}, dirs.cachedPaths())
+}
