@@ -69,3 +69,25 @@ func BenchmarkStatRel_Parallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMount_LookupDeep stats a file five names deep through the mount
+// with no kernel caching, so each name is a LOOKUP the daemon serves, with
+// and without cached directory descriptors.
+func BenchmarkMount_LookupDeep(b *testing.B) {
+	for _, cached := range []bool{false, true} {
+		o := envOptions{noTimeouts: true}
+		name := "uncached"
+		if cached {
+			o.watched, name = watchedOn, "cached"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b, o)
+			e.put("a/b/c/d/f", "x")
+			for b.Loop() {
+				if _, err := os.Lstat(e.m("a/b/c/d/f")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -79,6 +79,7 @@ type envOptions struct {
 	rules       overlay.Rules
 	watched     func() bool // Config.Watched (nil: directory descriptors are not cached)
 	dirFDs      int         // Config.DirFDs
+	noTimeouts  bool        // the kernel caches no names or attributes: every lookup reaches the daemon
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -101,10 +102,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	view, err := overlay.New(e.lfs, o.rules)
 	require.NoError(t, err)
 	e.engine = policy.NewEngine(store, view)
-	e.srv, err = Mount(e.mnt, Config{
+	cfg := Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
 		Passthrough: o.passthrough, Watched: o.watched, DirFDs: o.dirFDs,
-	})
+	}
+	if o.noTimeouts {
+		cfg.EntryTimeout, cfg.AttrTimeout = -1, -1
+	}
+	e.srv, err = Mount(e.mnt, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
