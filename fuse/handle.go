@@ -81,9 +81,9 @@ func (m *mountState) wrap(h *handle) fs.FileHandle {
 }
 
 // openBacking opens rel below the backing root without following any
-// symbolic link (openRel).
+// symbolic link (the backend's open).
 func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, error) {
-	fd, err := m.openRel(rel, flags, mode)
+	fd, err := m.be.open(rel, flags, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +223,7 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 	after := m.recordVersion(actor, h.fd())
 	rel := h.path(&bs.st)
 	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
+	m.be.changed(rel)
 	h.last, h.lastVer, h.recorded = bs.st, after, true
 }
 
@@ -250,7 +251,7 @@ func (h *handle) credits(st *unix.Stat_t) bool {
 
 // holdsName reports whether the handle's name still holds its file (st).
 func (h *handle) holdsName(st *unix.Stat_t) bool {
-	cur, err := h.node.m.statRel(h.node.rel())
+	cur, err := h.node.m.be.stat(h.node.rel())
 	return err == nil && fileID(&cur.st) == fileID(st)
 }
 
@@ -427,7 +428,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // used), else the node's current name (renamed since), else the name at
 // open (unlinked since).
 func (h *handle) path(st *unix.Stat_t) string {
-	if cur, err := h.node.m.statRel(h.rel); err == nil && fileID(&cur.st) == fileID(st) {
+	if cur, err := h.node.m.be.stat(h.rel); err == nil && fileID(&cur.st) == fileID(st) {
 		return h.rel
 	}
 	if h.node.linked() {
