@@ -57,6 +57,14 @@ type backend interface {
 	carried(bs *backingStat) (fs.StableAttr, bool)
 	// target is the provider target of rel (guards, records).
 	target(rel string) provider.Target
+	// inPlace reports whether a file just opened at rel is the one its
+	// changes go to: only such a file may be offered for passthrough (the
+	// kernel keeps one backing file per inode) and a read-only handle on
+	// any other follows the file's copy-up (handle.follow).
+	inPlace(rel string) bool
+	// copiedUp reports whether the file with identity id moved to another
+	// backing file since it was first opened (a copy-up).
+	copiedUp(id fs.StableAttr) bool
 }
 
 // wsBackend serves the workspace: every path is below the root descriptor.
@@ -71,6 +79,8 @@ func (w wsBackend) changed(string)                             {}
 func (w wsBackend) target(rel string) provider.Target          { return w.m.cfg.Local.TargetForRel(rel) }
 func (w wsBackend) link(srcRel, dstRel string) error           { return w.m.linkRel(srcRel, dstRel) }
 func (w wsBackend) carried(*backingStat) (fs.StableAttr, bool) { return fs.StableAttr{}, false }
+func (w wsBackend) inPlace(string) bool                        { return true }
+func (w wsBackend) copiedUp(fs.StableAttr) bool                { return false }
 
 func (w wsBackend) open(rel string, flags int, mode uint32) (int, error) {
 	return w.m.openRel(rel, flags, mode)

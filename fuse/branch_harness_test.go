@@ -133,4 +133,3 @@ func (e *branchEnv) commit() {
 	_, err := e.mgr.Commit(context.Background(), "work", true, branch.Hooks{})
 	require.NoError(e.t, err)
 }
-

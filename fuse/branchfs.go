@@ -45,6 +45,7 @@ type branchBackend struct {
 
 	mu  sync.Mutex
 	ids map[upperID]fs.StableAttr // new backing inode -> identity shown before
+	up  map[fs.StableAttr]bool    // identities whose file was copied up
 }
 
 // upperID identifies a backing inode (the birth time tells a recycled
@@ -61,7 +62,7 @@ func newBranchBackend(m *mountState, b *branch.Branch) (*branchBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the upper directory of branch %s: %w", b.Name(), err)
 	}
-	return &branchBackend{m: m, b: b, upperFd: fd, ids: map[upperID]fs.StableAttr{}}, nil
+	return &branchBackend{m: m, b: b, upperFd: fd, ids: map[upperID]fs.StableAttr{}, up: map[fs.StableAttr]bool{}}, nil
 }
 
 // close releases the upper directory.
@@ -215,7 +216,16 @@ func (bb *branchBackend) carry(rel string, id fs.StableAttr) {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
 	bb.ids[idOf(&bs)] = id
+	bb.up[id] = true
 }
+
+func (bb *branchBackend) copiedUp(id fs.StableAttr) bool {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb.up[id]
+}
+
+func (bb *branchBackend) inPlace(rel string) bool { return bb.b.Locate(rel) == branch.InBranch }
 
 func (bb *branchBackend) carried(bs *backingStat) (fs.StableAttr, bool) {
 	bb.mu.Lock()

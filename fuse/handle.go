@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -34,9 +35,11 @@ type handle struct {
 	rel      string       // path at open, for a file unlinked meanwhile
 	actor    policy.Actor // the opener: recorded as the writer
 	writable bool
-	unhold   func() // ends the engine's hold on the path (writable handles)
-	pt       bool   // passthrough was offered for this handle
-	direct   bool   // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
+	unhold   func()                  // ends the engine's hold on the path (writable handles)
+	pt       bool                    // passthrough was offered for this handle
+	follow   bool                    // read-only on a file whose changes go elsewhere (backend.inPlace): reads follow its copy-up
+	up       atomic.Pointer[os.File] // the copy, once followed
+	direct   bool                    // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
 
 	dirty atomic.Bool
 
@@ -93,10 +96,11 @@ func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, 
 // newHandle builds the handle of a just-opened file, its I/O mode chosen
 // by the node's ioModes. Release must uncount it.
 func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) *handle {
-	pt, direct := n.io.choose(n.m.cfg.Passthrough, a.Session != "", writable)
+	inPlace := n.m.be.inPlace(rel)
+	pt, direct := n.io.choose(n.m.cfg.Passthrough && inPlace, a.Session != "", writable)
 	h := &handle{
 		file: f, lf: fs.NewLoopbackFileFromOS(f), node: n, rel: rel, actor: a,
-		writable: writable, pt: pt, direct: direct, last: *st,
+		writable: writable, pt: pt, direct: direct, last: *st, follow: !inPlace && !writable,
 	}
 	if writable {
 		// Its writes are recorded at flush; the backing-tree watcher must
@@ -269,7 +273,46 @@ func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64
 	if h == nil {
 		return nil, syscall.EBADF
 	}
+	if up := h.followed(); up != nil {
+		nr, err := up.ReadAt(dest, off)
+		if err != nil && err != io.EOF {
+			return nil, errnoOf(err)
+		}
+		return gofuse.ReadResultData(dest[:nr]), 0
+	}
 	return h.lf.Read(ctx, dest, off)
+}
+
+// followed is the file a following handle reads now: the copy its file
+// got since the open (opened once), or nil while there is none.
+func (h *handle) followed() *os.File {
+	if !h.follow {
+		return nil
+	}
+	if up := h.up.Load(); up != nil {
+		return up
+	}
+	m := h.node.m
+	if !h.node.linked() || !m.be.copiedUp(h.node.StableAttr()) {
+		return nil
+	}
+	f, err := m.openBacking(h.node.rel(), syscall.O_RDONLY, 0)
+	if err != nil {
+		m.log.Warn("open the copy of a file read before its copy-up", "path", h.node.rel(), "err", err)
+		return nil
+	}
+	if !h.up.CompareAndSwap(nil, f) {
+		_ = f.Close()
+	}
+	return h.up.Load()
+}
+
+// readFd is the descriptor whose file a handle's reads and stats show.
+func (h *handle) readFd() int {
+	if up := h.followed(); up != nil {
+		return int(up.Fd())
+	}
+	return h.fd()
 }
 
 // Write implements fs.NodeWriter (only without passthrough).
@@ -361,6 +404,9 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	}
 	n.m.recordWrites(ctx, h, true)
 	h.node.io.release(h.pt)
+	if up := h.up.Load(); up != nil {
+		_ = up.Close()
+	}
 	errno := h.lf.Release(ctx)
 	if h.unhold != nil {
 		// After the close: its IN_CLOSE_WRITE is the mount's own too.

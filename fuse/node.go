@@ -178,7 +178,7 @@ func (n *node) attrStat(h *handle) (backingStat, error) {
 	if h == nil {
 		return n.lstat()
 	}
-	return fstat(h.fd())
+	return fstat(h.readFd())
 }
 
 // Getattr implements fs.NodeGetattrer (see attrStat).
@@ -199,7 +199,7 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags uint32, mask ui
 	var err error
 	flags &^= unix.AT_SYMLINK_NOFOLLOW | unix.AT_EMPTY_PATH
 	if h := asHandle(f); h != nil {
-		err = unix.Statx(h.fd(), "", int(flags)|unix.AT_EMPTY_PATH, int(mask), &x)
+		err = unix.Statx(h.readFd(), "", int(flags)|unix.AT_EMPTY_PATH, int(mask), &x)
 	} else {
 		var e entry
 		if e, err = n.m.be.entry(n.rel()); err == nil {
