@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"context"
 	"io"
 	"os"
 	"syscall"
@@ -9,6 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/policy"
 )
 
 // Every kind of change through the branch mount stays in the branch (the
@@ -184,4 +188,109 @@ func TestBranchMount_ReaddirMergesAndHidesWhiteouts(t *testing.T) {
 	// hard links and directory renames are refused (EXDEV: programs copy)
 	assert.ErrorIs(t, os.Link(e.bm("d/one"), e.bm("d/hard")), syscall.EXDEV)
 	assert.ErrorIs(t, os.Rename(e.bm("d/sub"), e.bm("d/sub2")), syscall.EXDEV)
+}
+
+// A bound session in the branch mount is guarded exactly as in the
+// workspace mount, with observations per (branch, path): unseen is EACCES,
+// a change by someone else since it read (in the branch, or in the
+// workspace for a file the branch has not copied up) is ESTALE.
+func TestBranchMount_BoundSessionGuards(t *testing.T) {
+	eachBranchMode(t, envOptions{}, func(t *testing.T, e *branchEnv) {
+		e.put("a.txt", "one\n")
+		e.put("b.txt", "bee\n")
+		e.session()
+
+		// read in the workspace mount only: the branch's file is unseen
+		_, err := os.ReadFile(e.m("a.txt"))
+		require.NoError(t, err)
+		require.ErrorIs(t, os.WriteFile(e.bm("a.txt"), []byte("two\n"), 0o644), syscall.EACCES)
+		require.ErrorIs(t, os.Remove(e.bm("a.txt")), syscall.EACCES)
+		require.ErrorIs(t, os.Truncate(e.bm("a.txt"), 0), syscall.EACCES)
+		assert.Equal(t, "one\n", e.bread("a.txt"))
+
+		// read in the branch, then write: allowed, and again (its own)
+		assert.Equal(t, "one\n", read(t, e.bm("a.txt")))
+		require.NoError(t, os.WriteFile(e.bm("a.txt"), []byte("two\n"), 0o644))
+		require.NoError(t, os.WriteFile(e.bm("a.txt"), []byte("three\n"), 0o644))
+		assert.Equal(t, "three\n", e.bread("a.txt"))
+		assert.Equal(t, "one\n", read(t, e.b("a.txt")))
+		// an observation in the branch grants nothing in the workspace
+		assert.Equal(t, "bee\n", read(t, e.bm("b.txt")))
+		require.ErrorIs(t, os.WriteFile(e.m("b.txt"), []byte("ws\n"), 0o644), syscall.EACCES)
+
+		// someone changes the branch's file (its provider API): stale
+		_, err = e.br.WriteText(context.Background(), e.br.TargetForRel("a.txt"), "theirs\n", nil)
+		require.NoError(t, err)
+		require.ErrorIs(t, os.WriteFile(e.bm("a.txt"), []byte("mine\n"), 0o644), syscall.ESTALE)
+		require.ErrorIs(t, os.Rename(e.bm("b.txt"), e.bm("a.txt")), syscall.ESTALE)
+		assert.Equal(t, "theirs\n", e.bread("a.txt"))
+		assert.Equal(t, "theirs\n", read(t, e.bm("a.txt")))
+		require.NoError(t, os.WriteFile(e.bm("a.txt"), []byte("mine\n"), 0o644))
+
+		// the live base: the workspace changes a file the branch has not
+		// copied up after the session read it in the branch: stale
+		assert.Equal(t, "bee\n", read(t, e.bm("b.txt")))
+		e.put("b.txt", "BEE\n")
+		require.ErrorIs(t, os.WriteFile(e.bm("b.txt"), []byte("mine\n"), 0o644), syscall.ESTALE)
+		require.ErrorIs(t, os.Remove(e.bm("b.txt")), syscall.ESTALE)
+		assert.Equal(t, "BEE\n", e.bread("b.txt"))
+
+		// the records are the branch's: an audit entry under its key
+		entries, err := e.store.Audit(policy.AuditQuery{Path: "a.txt"})
+		require.NoError(t, err)
+		var keys []string
+		for _, en := range entries {
+			keys = append(keys, string(en.Key))
+		}
+		assert.Contains(t, keys, "branch/work/a.txt")
+	})
+}
+
+// Hide and read-only rules apply in the branch mount as in the
+// workspace's.
+func TestBranchMount_HideAndReadOnlyRules(t *testing.T) {
+	e := newBranchEnv(t, envOptions{rules: overlay.Rules{ReadOnly: []string{"docs", "lib/vendored"}, Hide: []string{"conf/secret", "*.key"}}})
+	e.put("docs/guide.md", "guide")
+	e.put("free.txt", "free")
+	e.put("lib/vendored/x.go", "package x")
+	e.put("conf/secret/key", "k")
+	e.put("conf/app.conf", "c")
+	e.put("sub/id.key", "secret")
+
+	// hidden names do not exist, cannot be made
+	assert.Equal(t, []string{"app.conf"}, e.bnames("conf"))
+	assert.Empty(t, e.bnames("sub"))
+	for _, p := range []string{"conf/secret", "conf/secret/key", "sub/id.key"} {
+		_, err := os.Lstat(e.bm(p))
+		assert.ErrorIs(t, err, os.ErrNotExist, p)
+	}
+	assert.ErrorIs(t, os.WriteFile(e.bm("sub/new.key"), []byte("x"), 0o600), syscall.EACCES)
+	assert.ErrorIs(t, os.Rename(e.bm("free.txt"), e.bm("sub/free.key")), syscall.EACCES)
+	assert.ErrorIs(t, os.Rename(e.bm("conf"), e.bm("conf2")), syscall.EACCES)
+
+	// read-only paths read, and refuse every change
+	assert.Equal(t, "guide", read(t, e.bm("docs/guide.md")))
+	mutations := map[string]func() error{
+		"write":       func() error { return os.WriteFile(e.bm("docs/guide.md"), []byte("x"), 0o644) },
+		"create":      func() error { return os.WriteFile(e.bm("docs/new.md"), []byte("x"), 0o644) },
+		"truncate":    func() error { return os.Truncate(e.bm("docs/guide.md"), 0) },
+		"chmod":       func() error { return os.Chmod(e.bm("docs/guide.md"), 0o600) },
+		"unlink":      func() error { return os.Remove(e.bm("docs/guide.md")) },
+		"rename out":  func() error { return os.Rename(e.bm("docs/guide.md"), e.bm("guide.md")) },
+		"rename in":   func() error { return os.Rename(e.bm("free.txt"), e.bm("docs/free.txt")) },
+		"mkdir":       func() error { return os.Mkdir(e.bm("docs/sub"), 0o755) },
+		"symlink":     func() error { return os.Symlink("x", e.bm("docs/l")) },
+		"move parent": func() error { return os.Rename(e.bm("lib"), e.bm("lib2")) },
+		"setxattr":    func() error { return unix.Setxattr(e.bm("docs/guide.md"), "user.x", []byte("1"), 0) },
+		"rmdir":       func() error { return os.Remove(e.bm("docs")) },
+		"open rdwr":   func() error { f, err := os.OpenFile(e.bm("docs/guide.md"), os.O_RDWR, 0); f.Close(); return err },
+		"utimens now": func() error { return unix.UtimesNanoAt(unix.AT_FDCWD, e.bm("docs/guide.md"), nil, 0) },
+	}
+	for name, mutate := range mutations {
+		t.Run(name, func(t *testing.T) {
+			assert.ErrorIs(t, mutate(), syscall.EROFS)
+		})
+	}
+	assert.Equal(t, 0, e.br.Changed(), "nothing reached the branch")
+	assert.Equal(t, "guide", e.bread("docs/guide.md"))
 }
