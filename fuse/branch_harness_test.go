@@ -51,6 +51,9 @@ func newBranchEnv(t testing.TB, o envOptions) *branchEnv {
 		Passthrough: o.passthrough,
 	})
 	require.NoError(t, err)
+	if !o.noBaseObserver {
+		e.engine.AddObserver(be.bsrv.BaseObserver())
+	}
 	// Cleanups run last-in first-out: this unmount runs before the
 	// workspace's.
 	t.Cleanup(func() {

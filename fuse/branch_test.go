@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"syscall"
@@ -293,4 +294,37 @@ func TestBranchMount_HideAndReadOnlyRules(t *testing.T) {
 	}
 	assert.Equal(t, 0, e.br.Changed(), "nothing reached the branch")
 	assert.Equal(t, "guide", e.bread("docs/guide.md"))
+}
+
+// A workspace change to a path the branch has not changed (through the
+// workspace's mount or the socket) reaches the branch mount's kernel
+// caches at once when its BaseObserver is on the workspace's engine.
+func TestBranchMount_SeesWorkspaceChangesAtOnce(t *testing.T) {
+	for _, observed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("observed=%v", observed), func(t *testing.T) {
+			e := newBranchEnv(t, envOptions{noBaseObserver: !observed})
+			e.put("c.txt", "c\n")
+			e.put("d.txt", "d\n")
+			for _, rel := range []string{"c.txt", "d.txt"} { // cached now
+				fi, err := os.Stat(e.bm(rel))
+				require.NoError(t, err)
+				assert.EqualValues(t, 2, fi.Size())
+			}
+
+			require.NoError(t, os.WriteFile(e.m("c.txt"), []byte("c, longer\n"), 0o644))
+			_, err := e.engine.Write(context.Background(), policy.Actor{Channel: policy.ChannelSocket},
+				e.lfs.TargetForRel("d.txt"), "d, longer\n", policy.Guard{Unconditional: true})
+			require.NoError(t, err)
+			for _, rel := range []string{"c.txt", "d.txt"} {
+				fi, err := os.Stat(e.bm(rel))
+				require.NoError(t, err)
+				if observed {
+					assert.EqualValues(t, 10, fi.Size(), rel)
+					assert.Equal(t, rel[:1]+", longer\n", read(t, e.bm(rel)))
+				} else { // the kernel's cached attributes stand until their timeout
+					assert.EqualValues(t, 2, fi.Size(), rel)
+				}
+			}
+		})
+	}
 }

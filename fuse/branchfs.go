@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/overlay/branch"
+	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -365,4 +366,39 @@ func (bb *branchBackend) dirStream(n *node, rel string) (fs.DirStream, error) {
 	}
 	dots := []gofuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
 	return fs.NewListDirStream(append(dots, list...)), nil
+}
+
+// BaseObserver is, for a branch mount, the policy.Observer to add to the
+// workspace's engine: the branch reads every path it has not changed from
+// the workspace, so a workspace change (through the socket, the
+// workspace's own mount, or out of band as the watcher reports it) must
+// drop this mount's cached view of the path too. A socket change waits for
+// the kernel as on the workspace mount; a change through the workspace's
+// mount does not (it runs in that mount's request). A removal only makes
+// the kernel look the name up again: the branch may still have it. Nil for
+// a workspace mount.
+func (mt *Server) BaseObserver() policy.Observer {
+	iv := mt.inval
+	if mt.state.cfg.Branch == nil || iv == nil {
+		return nil
+	}
+	return func(ctx context.Context, ev policy.Event) error {
+		if ev.Op == policy.OpDelete || ev.Op == policy.OpUnlink {
+			ev.Op = policy.OpWrite
+		}
+		if ev.Actor.Channel != policy.ChannelMount {
+			return iv.observe(ctx, ev)
+		}
+		if mt.state.closed.Load() {
+			return nil
+		}
+		select {
+		case iv.jobs <- invalJob{ev: ev, done: make(chan struct{})}:
+		case <-iv.stop:
+		default:
+			mt.state.log.Warn("kernel cache invalidation queue is full; the branch mount may show the workspace's old data for up to the attribute timeout",
+				"path", ev.Target.DisplayPath)
+		}
+		return nil
+	}
 }
