@@ -30,7 +30,8 @@ type backend interface {
 	// change or a truncation, to size 0 with empty); entry then returns
 	// the entry to change.
 	prepare(rel string, empty bool) error
-	// changed tells the backend the bytes of rel changed through the mount.
+	// changed tells the backend the bytes or the mode of rel changed
+	// through the mount.
 	changed(rel string)
 	// mkdir makes the directory rel and returns its entry.
 	mkdir(ctx context.Context, rel string, mode uint32) (entry, error)

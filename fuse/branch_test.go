@@ -50,6 +50,7 @@ func TestBranchMount_ChangesStayInTheBranchUntilCommit(t *testing.T) {
 		require.NoError(t, os.Remove(e.bm("old/x.txt")))
 		require.NoError(t, os.Remove(e.bm("old")))
 		require.NoError(t, os.Rename(e.bm("mv.txt"), e.bm("dir/moved.txt")))
+		require.NoError(t, os.Chmod(e.bm("made"), 0o710))
 
 		// the branch mount sees it all
 		assert.Equal(t, "ALPHA\n", read(t, e.bm("a.txt")))
@@ -69,7 +70,7 @@ func TestBranchMount_ChangesStayInTheBranchUntilCommit(t *testing.T) {
 		assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
 		fi, err = os.Stat(e.bm("made"))
 		require.NoError(t, err)
-		assert.Equal(t, os.FileMode(0o750), fi.Mode().Perm())
+		assert.Equal(t, os.FileMode(0o710), fi.Mode().Perm())
 		assert.Equal(t, "<absent>", read(t, e.bm("dir/gone.txt")))
 		assert.NoDirExists(t, e.bm("old"))
 		assert.Equal(t, "<absent>", read(t, e.bm("mv.txt")))
@@ -125,6 +126,9 @@ func TestBranchMount_ChangesStayInTheBranchUntilCommit(t *testing.T) {
 		fi, err = os.Stat(e.b("dir/b.txt"))
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		fi, err = os.Stat(e.b("made"))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o710), fi.Mode().Perm(), "the mode set on the branch's directory")
 	})
 }
 

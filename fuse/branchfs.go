@@ -235,7 +235,19 @@ func (bb *branchBackend) carried(bs *backingStat) (fs.StableAttr, bool) {
 	return id, ok
 }
 
-func (bb *branchBackend) changed(rel string) { bb.b.Touched(rel) }
+// changed forgets the version the branch knows of rel's file, and records
+// the mode of a directory the branch made (a commit makes it with that
+// mode).
+func (bb *branchBackend) changed(rel string) {
+	bb.b.Touched(rel)
+	bs, err := bb.stat(rel)
+	if err != nil || !isDir(&bs.st) || bb.b.Locate(rel) != branch.InBranch {
+		return
+	}
+	if err := bb.b.Chmod(context.Background(), rel, os.FileMode(bs.st.Mode&0o777)); err != nil {
+		bb.m.log.Warn("record the mode of a directory in the branch", "path", rel, "err", err)
+	}
+}
 
 func (bb *branchBackend) target(rel string) provider.Target { return bb.b.TargetForRel(rel) }
 

@@ -169,6 +169,7 @@ func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
 		if err := unix.Chmod(procPath(fd), mode&07777); err != nil {
 			return err
 		}
+		n.m.be.changed(n.rel())
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
