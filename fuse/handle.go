@@ -457,7 +457,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	}
 	defer unlock()
 	oi, oo := int64(offIn), int64(offOut)
-	c, err := unix.CopyFileRange(in.fd(), &oi, dst.fd(), &oo, int(length), int(flags))
+	c, err := unix.CopyFileRange(in.readFd(), &oi, dst.fd(), &oo, int(length), int(flags))
 	if c > 0 {
 		dst.dirty.Store(true)
 		dst.noteOwn()
