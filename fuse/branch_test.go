@@ -190,9 +190,27 @@ func TestBranchMount_ReaddirMergesAndHidesWhiteouts(t *testing.T) {
 	require.NoError(t, os.WriteFile(e.bm("d/one"), []byte("again"), 0o644))
 	assert.Equal(t, "again", read(t, e.bm("d/one")))
 	assert.ErrorIs(t, os.Remove(e.bm("d/sub")), syscall.ENOTEMPTY)
-	// hard links and directory renames are refused (EXDEV: programs copy)
+	// hard links and renames of the workspace's directories are refused
+	// (EXDEV: programs copy); a directory the branch made moves
 	assert.ErrorIs(t, os.Link(e.bm("d/one"), e.bm("d/hard")), syscall.EXDEV)
-	assert.ErrorIs(t, os.Rename(e.bm("d/sub"), e.bm("d/sub2")), syscall.EXDEV)
+	assert.ErrorIs(t, os.Rename(e.bm("d"), e.bm("d2")), syscall.EXDEV)
+	require.NoError(t, os.Mkdir(e.bm("d/sub/deeper"), 0o700))
+	require.NoError(t, os.WriteFile(e.bm("d/sub/deeper/seven"), []byte("7"), 0o644))
+	require.NoError(t, os.Rename(e.bm("d/sub"), e.bm("moved")))
+	assert.ElementsMatch(t, []string{"deeper", "six"}, e.bnames("moved"))
+	assert.Equal(t, "7", read(t, e.bm("moved/deeper/seven")))
+	assert.ElementsMatch(t, []string{"one", "two", "four", "five"}, e.bnames("d"))
+	assert.ElementsMatch(t, []string{"one", "two", "four", "five"}, e.blist("d"))
+	assert.Equal(t, "7", e.bread("moved/deeper/seven"))
+
+	e.commit()
+	assert.ElementsMatch(t, []string{"one", "two", "four", "five"}, e.names("d"))
+	assert.Equal(t, "7", read(t, e.b("moved/deeper/seven")))
+	assert.Equal(t, "6", read(t, e.b("moved/six")))
+	fi, err := os.Stat(e.b("moved/deeper"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	assert.NoDirExists(t, e.b("d/sub"))
 }
 
 // A bound session in the branch mount is guarded exactly as in the

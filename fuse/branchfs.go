@@ -35,8 +35,9 @@ import (
 // stay right: see handle.follow). A restarted daemon shows the upper
 // file's own number.
 //
-// Limits (overlay/branch/mount.go): hard links and directory renames are
-// EXDEV, special files EPERM, the mode and times of a workspace directory
+// Limits (overlay/branch/mount.go): hard links and renames of directories
+// the workspace has (or over an existing directory) are EXDEV, special
+// files EPERM, the mode and times of a workspace directory
 // EPERM; RENAME_EXCHANGE is EINVAL. Paths below the upper directory are
 // opened in one openat2 call (no PATH_MAX splitting).
 type branchBackend struct {

@@ -105,8 +105,8 @@
 // (branch, path); the hide and read-only rules are Config.View's, built
 // over the branch. Server.BaseObserver, added to the workspace's engine,
 // drops the branch mount's cached view of workspace paths that change.
-// Hard links and directory renames in a branch are EXDEV, special files
-// EPERM.
+// Hard links and renames of the workspace's directories in a branch are
+// EXDEV (mv copies), special files EPERM.
 //
 // # Callers
 //

@@ -55,8 +55,8 @@
 // of mount.go (CopyUp, CreateFile, Mkdir, Symlink, Remove, RemoveDir,
 // Rename, Chmod), which keep the records. The socket-facing mutations take
 // the same per-target locks (the workspace's lock table, branch keys) as
-// the mount's check-then-change sequences. A hard link or a directory
-// rename has no record: both are refused.
+// the mount's check-then-change sequences. A hard link, or a rename of a
+// directory the workspace has, has no record: both are refused.
 //
 // It must not know about FUSE, sockets or the observation policy.
 package branch

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -21,9 +23,11 @@ import (
 // CopyUp (or CreateFile, Mkdir, Symlink) first.
 //
 // Limits: a hard link inside a branch is refused (a record describes one
-// path, not an inode shared by two), and so is renaming a directory (the
-// records are keyed by path); a mount answers EXDEV for both, on which mv
-// and git fall back to a copy and a rename of files. The permission bits
+// path, not an inode shared by two), and so is renaming a directory the
+// workspace has (the records are keyed by path: every file below would
+// have to be copied up) or renaming a directory over an existing one; a
+// mount answers EXDEV, on which mv falls back to a copy and a removal. A
+// directory the branch made moves to a free name. The permission bits
 // and times of a workspace directory cannot change in a branch, and no
 // special file (FIFO, socket, device) can be made in one.
 
@@ -305,9 +309,10 @@ func (b *Branch) removeLocked(ctx context.Context, rel string) (provider.Version
 // Rename moves the file or symbolic link src to dst in the branch,
 // replacing what dst holds unless it is a directory; with noReplace an
 // existing dst is ErrExists. A workspace file is copied up first (so the
-// bytes move with their identity); a directory is ErrCrossRename. The
-// destination remembers its source for branch.diff when the source is a
-// workspace file.
+// bytes move with their identity). A directory the branch made moves to a
+// name that holds nothing (renameDirLocked); any other directory is
+// ErrCrossRename. The destination remembers its source for branch.diff
+// when the source is a workspace file.
 func (b *Branch) Rename(ctx context.Context, src, dst string, noReplace bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -324,7 +329,7 @@ func (b *Branch) Rename(ctx context.Context, src, dst string, noReplace bool) er
 	case inLink:
 		link, isLink = b.entries[src].Link, true
 	case inDir:
-		return ErrCrossRename
+		return b.renameDirLocked(ctx, src, dst)
 	case inLower:
 		host := b.lower.ProcessPath(b.lower.TargetForRel(src))
 		st, err := os.Lstat(host)
@@ -416,5 +421,113 @@ func (b *Branch) Rename(ctx context.Context, src, dst string, noReplace bool) er
 	b.setVersion(src, "")
 	b.setVersion(dst, "")
 	records := append(parents, moved, &entry{Path: src, Kind: kindDeleted, Base: srcBase})
+	return b.record(records...)
+}
+
+// renameDirLocked moves the directory src, which the branch made (so every
+// path below it is one of its own entries), to dst, which must hold
+// nothing: absent, or deleted in the branch (a directory there is
+// ErrCrossRename, a file FS_NOT_DIRECTORY). The upper
+// directory is renamed; the entries below src move below dst, each with
+// the base its new path has (what the workspace holds there: absent, or
+// the version a deleted directory's manifest remembers); src becomes a
+// whiteout that keeps what the commit must still find or delete below it,
+// as RemoveDir does. b.mu is held for writing.
+func (b *Branch) renameDirLocked(ctx context.Context, src, dst string) error {
+	if isBelow(dst, src) {
+		return provider.NewError(provider.CodeInvalidArgument, "rename", dst, nil, "%s cannot move below itself", src)
+	}
+	// What dst holds now: nothing, or a whiteout (whose base and manifest
+	// the new directory takes over, as Mkdir does).
+	var dstBase provider.Version = BaseAbsent
+	var dstManifest map[string]provider.Version
+	e, own := lookup(b.entries, dst)
+	switch {
+	case own && e.Kind == kindDeleted:
+		dstBase, dstManifest = e.Base, e.Manifest
+	case own && e.Kind == kindDir:
+		return ErrCrossRename
+	case own:
+		return provider.NewError(provider.CodeNotDirectory, "rename", dst, nil, "%s is not a directory", dst)
+	case e != nil:
+		if v, ok := e.Manifest[dst]; ok {
+			dstBase = v
+		}
+	default:
+		v, err := b.lowerState(ctx, dst)
+		if err != nil {
+			return err
+		}
+		switch v {
+		case BaseAbsent:
+		case BaseDir:
+			return ErrCrossRename
+		default:
+			return provider.NewError(provider.CodeNotDirectory, "rename", dst, nil, "%s is not a directory", dst)
+		}
+	}
+	parents, err := b.parentRecords(ctx, "rename", dst)
+	if err != nil {
+		return err
+	}
+	// The subtree, parents first.
+	var moving []string
+	for p := range b.entries {
+		if p == src || isBelow(p, src) {
+			moving = append(moving, p)
+		}
+	}
+	sort.Strings(moving)
+	// src's whiteout keeps every base below it (RemoveDir's manifest).
+	srcEntry := b.entries[src]
+	manifest := map[string]provider.Version{}
+	for k, v := range srcEntry.Manifest {
+		manifest[k] = v
+	}
+	for _, p := range moving[1:] {
+		me := b.entries[p]
+		if me.Kind != kindDir && me.Base != BaseAbsent && me.Base != BaseDir {
+			manifest[p] = me.Base
+		}
+		for k, v := range me.Manifest {
+			manifest[k] = v
+		}
+	}
+	if srcEntry.Base == BaseAbsent {
+		if err := b.walkLower(ctx, src, manifest); err != nil {
+			return err
+		}
+	}
+	up := b.upperPath(dst)
+	if err := os.MkdirAll(filepath.Dir(up), 0o755); err != nil {
+		return provider.NewError(provider.CodeIOError, "rename", dst, err, "make the directories of %s in branch %s: %v", dst, b.name, err)
+	}
+	if err := os.Rename(b.upperPath(src), up); err != nil {
+		return provider.NewError(provider.CodeIOError, "rename", src, err, "rename %s to %s in branch %s: %v", src, dst, b.name, err)
+	}
+	records := append(parents, &entry{Path: dst, Kind: kindDir, Base: dstBase, Mode: srcEntry.Mode, Manifest: dstManifest})
+	for _, p := range moving[1:] {
+		me := b.entries[p]
+		if me.Kind == kindDeleted {
+			continue // below an opaque directory a whiteout hides nothing
+		}
+		np := dst + strings.TrimPrefix(p, src)
+		base := BaseAbsent
+		if v, ok := dstManifest[np]; ok {
+			base = v
+		}
+		moved := &entry{Path: np, Kind: me.Kind, Base: base, Link: me.Link, Mode: me.Mode, From: me.From}
+		if me.Kind == kindFile && me.Base != BaseAbsent && me.Base != BaseDir {
+			moved.From = p
+		}
+		records = append(records, moved)
+	}
+	for _, p := range moving[1:] {
+		records = append(records, &entry{Path: p})
+	}
+	records = append(records, &entry{Path: src, Kind: kindDeleted, Base: srcEntry.Base, Manifest: manifest})
+	for _, p := range moving {
+		b.setVersion(p, "")
+	}
 	return b.record(records...)
 }

@@ -163,3 +163,59 @@ func TestMountOps_ProviderMutationsTakeTheMountsLock(t *testing.T) {
 	assert.Equal(t, "a\n", bread(t, b, "a.txt"))
 	assert.Equal(t, "<absent>", bread(t, b, "b.txt"))
 }
+
+// A directory the branch made moves with everything below it; over a
+// deleted workspace directory, the old one is still deleted at commit.
+func TestMountOps_RenameOfABranchDirectory(t *testing.T) {
+	e := newEnv(t)
+	e.put("old/x.txt", "x\n")
+	e.put("keep.txt", "k\n")
+	b, err := e.m.Create("work")
+	require.NoError(t, err)
+	ctx := context.Background()
+	mk := func(rel, content string) {
+		require.NoError(t, b.CreateFile(ctx, rel, func() error {
+			return os.WriteFile(filepath.Join(b.UpperDir(), rel), []byte(content), 0o644)
+		}))
+	}
+	require.NoError(t, b.Remove(ctx, "old/x.txt"))
+	require.NoError(t, b.RemoveDir(ctx, "old"))
+	require.NoError(t, b.Mkdir(ctx, "old", 0o750))
+	mk("old/y.txt", "y\n")
+	require.NoError(t, b.Mkdir(ctx, "old/sub", 0))
+	mk("old/sub/z.txt", "z\n")
+	require.NoError(t, b.Symlink(ctx, "y.txt", "old/link"))
+	require.NoError(t, b.Rename(ctx, "keep.txt", "old/keep.txt", false))
+
+	assert.Equal(t, provider.CodeInvalidArgument, provider.CodeOf(b.Rename(ctx, "old", "old/sub/in", false)), "below itself")
+	e.put("taken/t.txt", "t")
+	assert.ErrorIs(t, b.Rename(ctx, "old", "taken", false), ErrCrossRename, "over a workspace directory")
+	require.NoError(t, b.Rename(ctx, "old", "new", false))
+
+	assert.Equal(t, Absent, b.Locate("old"))
+	assert.Equal(t, Absent, b.Locate("old/y.txt"))
+	assert.Equal(t, "y\n", bread(t, b, "new/y.txt"))
+	assert.Equal(t, "z\n", bread(t, b, "new/sub/z.txt"))
+	assert.Equal(t, "k\n", bread(t, b, "new/keep.txt"))
+	target, err := b.Readlink(ctx, "new/link")
+	require.NoError(t, err)
+	assert.Equal(t, "y.txt", target)
+
+	// the records replay to the same state
+	e.restart()
+	b, err = e.m.Get("work")
+	require.NoError(t, err)
+	assert.Equal(t, "z\n", bread(t, b, "new/sub/z.txt"))
+	assert.Equal(t, Absent, b.Locate("old"))
+
+	_, err = e.m.Commit(ctx, "work", false, Hooks{})
+	require.NoError(t, err)
+	snap := e.snapshot()
+	assert.Equal(t, map[string]string{
+		"new/": "<dir>", "new/y.txt": "y\n", "new/sub/": "<dir>", "new/sub/z.txt": "z\n",
+		"new/link": "-> y.txt", "new/keep.txt": "k\n", "taken/": "<dir>", "taken/t.txt": "t",
+	}, snap)
+	st, err := os.Stat(filepath.Join(e.ws, "new"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o750), st.Mode().Perm())
+}
