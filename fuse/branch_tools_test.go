@@ -35,8 +35,9 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 
 // An editor's save (vim itself, then its steps by hand: swap file, write
 // a temporary, rename it over the file) works in a branch and stays there.
-func TestBranchMount_EditorSave(t *testing.T) {
-	e := newBranchEnv(t, envOptions{})
+func TestBranchMount_EditorSave(t *testing.T) { eachBranchMode(t, envOptions{}, editorSave) }
+
+func editorSave(t *testing.T, e *branchEnv) {
 	e.put("src/a.txt", "one\ntwo\n")
 	e.put("src/b.txt", "bee\n")
 
@@ -70,8 +71,9 @@ func TestBranchMount_EditorSave(t *testing.T) {
 // git works in a branch: a new repository, and a commit in a repository
 // the workspace holds (its index, refs and logs are copied up); the
 // workspace's repository is untouched until the branch is committed.
-func TestBranchMount_Git(t *testing.T) {
-	e := newBranchEnv(t, envOptions{})
+func TestBranchMount_Git(t *testing.T) { eachBranchMode(t, envOptions{}, gitInBranch) }
+
+func gitInBranch(t *testing.T, e *branchEnv) {
 	// a fresh repository made in the branch
 	require.NoError(t, os.MkdirAll(e.bm("fresh/pkg"), 0o755))
 	require.NoError(t, os.WriteFile(e.bm("fresh/pkg/main.go"), []byte("package main\n"), 0o644))
@@ -110,8 +112,9 @@ func TestBranchMount_Git(t *testing.T) {
 // A make-style build (outputs written to temporaries renamed into place,
 // a compiler's executable, a rebuild after a source changes) completes in
 // a branch, and its outputs stay there.
-func TestBranchMount_Build(t *testing.T) {
-	e := newBranchEnv(t, envOptions{})
+func TestBranchMount_Build(t *testing.T) { eachBranchMode(t, envOptions{}, buildInBranch) }
+
+func buildInBranch(t *testing.T, e *branchEnv) {
 	e.put("proj/src/a.part", "alpha\n")
 	e.put("proj/src/b.part", "bravo\n")
 	e.put("proj/src/hello.c", "#include <stdio.h>\nint main(void){puts(\"hello\");return 0;}\n")
