@@ -136,3 +136,7 @@ func (e *branchEnv) commit() {
 	_, err := e.mgr.Commit(context.Background(), "work", true, branch.Hooks{})
 	require.NoError(e.t, err)
 }
+
+// relookup makes the kernel forget its entry of rel on the branch mount,
+// so the next use of the name is a new LOOKUP.
+func (e *branchEnv) relookup(rel string) { e.bsrv.inval.forget(rel, false) }

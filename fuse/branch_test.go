@@ -148,6 +148,7 @@ func TestBranchMount_CopyUpKeepsIdentityAndOpenDescriptors(t *testing.T) {
 		assert.Equal(t, "one\n", string(buf[:n]))
 
 		require.NoError(t, os.WriteFile(e.bm("a.txt"), []byte("two two\n"), 0o644))
+		e.relookup("a.txt")
 		require.NoError(t, unix.Lstat(e.bm("a.txt"), &after))
 		assert.Equal(t, before.Ino, after.Ino, "the copy-up keeps the inode number")
 		require.NoError(t, unix.Lstat(e.b("a.txt"), &ws))
@@ -159,6 +160,7 @@ func TestBranchMount_CopyUpKeepsIdentityAndOpenDescriptors(t *testing.T) {
 
 		// renamed, it keeps the number too
 		require.NoError(t, os.Rename(e.bm("a.txt"), e.bm("b.txt")))
+		e.relookup("b.txt")
 		require.NoError(t, unix.Lstat(e.bm("b.txt"), &after))
 		assert.Equal(t, before.Ino, after.Ino)
 	})
@@ -349,4 +351,28 @@ func TestBranchMount_SeesWorkspaceChangesAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A workspace file with two names (a hard link) is two files in a branch:
+// a change under one name is a copy-up of that name only, and the other
+// still shows the workspace's bytes (one kernel inode for both names would
+// show the change under both).
+func TestBranchMount_CopyUpOfAHardLinkedFile(t *testing.T) {
+	e := newBranchEnv(t, envOptions{})
+	e.put("a.txt", "one\n")
+	require.NoError(t, os.Link(e.b("a.txt"), e.b("c.txt")))
+	var a, c, again unix.Stat_t
+	require.NoError(t, unix.Lstat(e.bm("a.txt"), &a))
+	require.NoError(t, unix.Lstat(e.bm("c.txt"), &c))
+	assert.NotEqual(t, a.Ino, c.Ino)
+	assert.Equal(t, "one\n", read(t, e.bm("c.txt")))
+
+	require.NoError(t, os.WriteFile(e.bm("a.txt"), []byte("two two\n"), 0o644))
+	e.relookup("a.txt")
+	e.relookup("c.txt")
+	require.NoError(t, unix.Lstat(e.bm("a.txt"), &again))
+	assert.Equal(t, a.Ino, again.Ino, "the copy-up keeps the number")
+	assert.Equal(t, "two two\n", read(t, e.bm("a.txt")))
+	assert.Equal(t, "one\n", read(t, e.bm("c.txt")))
+	assert.Equal(t, "one\n", read(t, e.b("c.txt")))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path"
 	"sort"
@@ -33,7 +34,10 @@ import (
 // is mapped to the old identity for the life of the mount, so the kernel
 // keeps one inode (its caches and a descriptor opened before the copy-up
 // stay right: see handle.follow). A restarted daemon shows the upper
-// file's own number.
+// file's own number. A workspace file with several names (hard links)
+// shows a number of its own under each name (a hash of the path, top bit
+// set): a copy-up changes one name only, and the others must not share
+// the copy's kernel inode.
 //
 // Limits (overlay/branch/mount.go): hard links and renames of directories
 // the workspace has (or over an existing directory) are EXDEV, special
@@ -137,7 +141,16 @@ func (bb *branchBackend) entry(rel string) (entry, error) {
 
 func (bb *branchBackend) stat(rel string) (backingStat, error) {
 	if bb.b.Locate(rel) == branch.InWorkspace {
-		return bb.m.statRel(rel)
+		bs, err := bb.m.statRel(rel)
+		if err == nil && isRegularStat(&bs.st) && bs.st.Nlink > 1 {
+			// A workspace file with several names: each name is a file
+			// of its own in the branch (a copy-up changes one name only),
+			// so each gets its own identity, not the shared inode's.
+			h := fnv.New64a()
+			_, _ = h.Write([]byte(rel))
+			bs.ident = h.Sum64() | 1<<63
+		}
+		return bs, err
 	}
 	e, err := bb.entry(rel)
 	if err != nil {
@@ -189,7 +202,7 @@ func (bb *branchBackend) prepare(rel string, empty bool) error {
 	if rel == "." {
 		return unix.EPERM
 	}
-	lower, err := bb.m.statRel(rel)
+	lower, err := bb.stat(rel)
 	if err != nil {
 		return err
 	}
@@ -231,9 +244,16 @@ func (bb *branchBackend) inPlace(rel string) bool { return bb.b.Locate(rel) == b
 
 func (bb *branchBackend) carried(bs *backingStat) (fs.StableAttr, bool) {
 	bb.mu.Lock()
-	defer bb.mu.Unlock()
 	id, ok := bb.ids[idOf(bs)]
-	return id, ok
+	bb.mu.Unlock()
+	if ok || bs.ident == 0 {
+		return id, ok
+	}
+	gen := bs.btime
+	if gen == 0 {
+		gen = 1
+	}
+	return fs.StableAttr{Mode: bs.st.Mode & syscall.S_IFMT, Ino: bs.ident, Gen: gen}, true
 }
 
 // changed forgets the version the branch knows of rel's file, and records
