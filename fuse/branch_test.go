@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -375,4 +376,76 @@ func TestBranchMount_CopyUpOfAHardLinkedFile(t *testing.T) {
 	assert.Equal(t, "two two\n", read(t, e.bm("a.txt")))
 	assert.Equal(t, "one\n", read(t, e.bm("c.txt")))
 	assert.Equal(t, "one\n", read(t, e.b("c.txt")))
+}
+
+// Concurrent programs in one branch mount (creates, copy-ups, renames,
+// unlinks in shared directories) leave the mount, the branch's provider
+// API and, after the commit, the workspace in one agreed state.
+func TestBranchMount_ConcurrentChanges(t *testing.T) {
+	e := newBranchEnv(t, envOptions{})
+	const workers, files = 6, 12
+	for i := range files {
+		e.put(fmt.Sprintf("shared/base%d", i), "base\n")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*files*4)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range files {
+				name := e.bm(fmt.Sprintf("shared/w%d-%d", w, i))
+				if err := os.WriteFile(name+".tmp", []byte(fmt.Sprintf("%d/%d\n", w, i)), 0o644); err != nil {
+					errs <- err
+					continue
+				}
+				if err := os.Rename(name+".tmp", name); err != nil {
+					errs <- err
+				}
+				if i%3 == 0 {
+					if err := os.Remove(name); err != nil {
+						errs <- err
+					}
+				}
+				if i%files == w { // each worker rewrites one workspace file
+					if err := os.WriteFile(e.bm(fmt.Sprintf("shared/base%d", i)), []byte(fmt.Sprintf("by %d\n", w)), 0o644); err != nil {
+						errs <- err
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	want := map[string]string{}
+	for i := range files {
+		want[fmt.Sprintf("base%d", i)] = "base\n"
+		if i < workers {
+			want[fmt.Sprintf("base%d", i)] = fmt.Sprintf("by %d\n", i)
+		}
+	}
+	for w := range workers {
+		for i := range files {
+			if i%3 != 0 {
+				want[fmt.Sprintf("w%d-%d", w, i)] = fmt.Sprintf("%d/%d\n", w, i)
+			}
+		}
+	}
+	var names []string
+	for n := range want {
+		names = append(names, n)
+	}
+	assert.ElementsMatch(t, names, e.bnames("shared"))
+	assert.ElementsMatch(t, names, e.blist("shared"))
+	for n, content := range want {
+		assert.Equal(t, content, read(t, e.bm("shared/"+n)), n)
+	}
+	e.commit()
+	for n, content := range want {
+		assert.Equal(t, content, read(t, e.b("shared/"+n)), n)
+	}
+	assert.ElementsMatch(t, names, e.names("shared"))
 }
