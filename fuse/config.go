@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
 	"github.com/dshmount/dshmount/provider/local"
@@ -69,6 +71,7 @@ type Config struct {
 	Local  *local.FS      // the backing directory; required
 	View   *overlay.View  // hide / read-only rules; required
 	Engine *policy.Engine // guards, versions, audit; required
+	Branch *branch.Branch // nil: serve the workspace (Local); else serve this branch over it
 	// Bindings maps callers to sessions; nil: every caller is unbound.
 	Bindings Bindings
 	Logger   *slog.Logger // nil: slog.Default()
@@ -146,6 +149,9 @@ func (c Config) validate() error {
 	}
 	if c.Engine == nil {
 		errs = append(errs, errors.New("Config.Engine is required"))
+	}
+	if c.Branch != nil && c.Local != nil && filepath.Clean(c.Branch.Root()) != filepath.Clean(c.Local.Root()) {
+		errs = append(errs, fmt.Errorf("Config.Branch is a branch of %s, not of Config.Local (%s)", c.Branch.Root(), c.Local.Root()))
 	}
 	return errors.Join(errs...)
 }
