@@ -80,6 +80,10 @@ type envOptions struct {
 	watched     func() bool // Config.Watched (nil: directory descriptors are not cached)
 	dirFDs      int         // Config.DirFDs
 	noTimeouts  bool        // the kernel caches no names or attributes: every lookup reaches the daemon
+	// noBaseObserver: a branch mount (newBranchEnv) is not told of
+	// workspace changes.
+	noBaseObserver bool
+	commits        CommitWaiter
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -104,7 +108,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.engine = policy.NewEngine(store, view)
 	cfg := Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
-		Passthrough: o.passthrough, Watched: o.watched, DirFDs: o.dirFDs,
+		Passthrough: o.passthrough, Watched: o.watched, DirFDs: o.dirFDs, Commits: o.commits,
 	}
 	if o.noTimeouts {
 		cfg.EntryTimeout, cfg.AttrTimeout = -1, -1

@@ -151,6 +151,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		EntryTimeout: orNone(cfg.EntryTO), AttrTimeout: orNone(cfg.AttrTO), Passthrough: cfg.Passthrough,
 		NegativeTimeout: cfg.NegTO, CacheDirs: cfg.DirCache, CacheLinks: cfg.Watch, ReaddirPlus: fuse.ReaddirPlusMode(cfg.ReaddirPlus),
 		Watched: func() bool { return started.Load() && watching.Load() }, DirFDs: dirCap,
+		Commits: branches,
 	})
 	if err != nil {
 		return err
