@@ -91,3 +91,29 @@ func BenchmarkMount_LookupDeep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMount_CreateDeep creates, writes, closes and unlinks a file four
+// directories deep through the mount, with and without cached directory
+// descriptors.
+func BenchmarkMount_CreateDeep(b *testing.B) {
+	for _, cached := range []bool{false, true} {
+		o := envOptions{}
+		name := "uncached"
+		if cached {
+			o.watched, name = watchedOn, "cached"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b, o)
+			require.NoError(b, os.MkdirAll(e.b("a/b/c/d"), 0o755))
+			p := e.m("a/b/c/d/f")
+			for b.Loop() {
+				if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Remove(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
