@@ -1,0 +1,32 @@
+package branch
+
+import "fmt"
+
+// Mount returns the directory the branch is to be served at as a FUSE
+// mount, as recorded by SetMount ("" when none). The daemon mounts it there
+// again when it starts.
+func (b *Branch) Mount() string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mount
+}
+
+// SetMount records dir ("" forgets it) as the branch's mount directory in
+// its branch.json, replaced atomically and durably (temp file, fsync,
+// rename), so a kill -9 leaves the old record or the new one. A branch that
+// was committed or discarded is FS_NOT_FOUND.
+func (b *Branch) SetMount(dir string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usable("mount", ""); err != nil {
+		return err
+	}
+	if dir == b.mount {
+		return nil
+	}
+	if err := (records{dir: b.dir}).put("branch.json", meta{Name: b.name, Created: b.created, Mount: dir}); err != nil {
+		return fmt.Errorf("record the mount directory of branch %s: %w", b.name, err)
+	}
+	b.mount = dir
+	return nil
+}
