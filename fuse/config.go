@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
 	"github.com/dshmount/dshmount/provider/local"
@@ -69,6 +70,7 @@ type Config struct {
 	Local  *local.FS      // the backing directory; required
 	View   *overlay.View  // hide / read-only rules; required
 	Engine *policy.Engine // guards, versions, audit; required
+	Branch *branch.Branch // nil: serve the workspace (Local); else serve this branch over it
 	// Bindings maps callers to sessions; nil: every caller is unbound.
 	Bindings Bindings
 	Logger   *slog.Logger // nil: slog.Default()
