@@ -1,6 +1,9 @@
 package branch
 
-import "fmt"
+import (
+	"fmt"
+	"path/filepath"
+)
 
 // Mount returns the directory the branch is to be served at as a FUSE
 // mount, as recorded by SetMount ("" when none). The daemon mounts it there
@@ -30,3 +33,8 @@ func (b *Branch) SetMount(dir string) error {
 	b.mount = dir
 	return nil
 }
+
+// StateDir returns the state directory the branches are kept in; a branch
+// mount must not lie inside it (the daemon would serve its own backing
+// files through itself).
+func (m *Manager) StateDir() string { return filepath.Dir(m.dir) }
