@@ -86,6 +86,7 @@ type verbOpts struct {
 	stat         bool        // branch diff: a summary per file
 	asPatch      bool        // branch diff: an apply_patch text
 	keep         bool        // branch commit: keep the branch, empty
+	mountDir     string      // branch create: mount it there
 }
 
 // clientEnv is what a verb's action works with.
