@@ -237,6 +237,9 @@ func NewServer(cfg Config) (*Server, error) {
 		requests: make(chan struct{}, cfg.MaxRequests),
 	}
 	s.br = newBranchScopes(cfg.Branches, s.fs, cfg.BranchMounts)
+	if cfg.Branches != nil {
+		s.auditRecovered(cfg.Branches.TakeRecovered())
+	}
 	s.table = s.handlers()
 	for name := range s.table {
 		s.counters[name] = &methodCounter{}

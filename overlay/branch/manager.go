@@ -55,6 +55,8 @@ type Manager struct {
 	mu       sync.Mutex
 	branches map[string]*Branch
 	defaults map[string]string // session → default branch, loaded on first use
+
+	recovered []Recovered // commits Open settled (TakeRecovered)
 }
 
 // Info describes one branch for listings.
