@@ -38,3 +38,13 @@ func (b *Branch) SetMount(dir string) error {
 // mount must not lie inside it (the daemon would serve its own backing
 // files through itself).
 func (m *Manager) StateDir() string { return filepath.Dir(m.dir) }
+
+// Shadows reports whether the branch decides rel itself (it changed rel or
+// a directory above it), so that workspace changes of rel do not show in
+// the branch.
+func (b *Branch) Shadows(rel string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	e, _ := lookup(b.entries, rel)
+	return e != nil
+}
