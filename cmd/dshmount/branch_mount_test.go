@@ -235,3 +235,19 @@ func bindCount(env *cliEnv) int {
 	defer env.binder.mu.Unlock()
 	return len(env.binder.binds)
 }
+
+func TestCLI_WatchBranchFollowsTheBranch(t *testing.T) {
+	env, _ := newBranchCLIEnv(t)
+	ctx := context.Background()
+	cl, err := control.Dial(env.sock)
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = cl.BranchCreate(ctx, control.BranchCreateParams{Name: "feat"})
+	require.NoError(t, err)
+
+	p := startWatch(t, env.root, "--branch", "feat", "--socket", env.sock, ".")
+	waitWatching(t, cl)
+	_, err = cl.Write(ctx, control.WriteParams{Path: "in-branch.txt", Content: "x\n", Branch: "feat"})
+	require.NoError(t, err)
+	assert.Contains(t, p.line(t), " created in-branch.txt ")
+}

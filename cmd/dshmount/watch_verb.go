@@ -72,7 +72,7 @@ func watchFlags(fs *flag.FlagSet, o *verbOpts) {
 }
 
 func doWatch(ctx context.Context, e *clientEnv) error {
-	p := control.WatchParams{Path: e.args[0], Cwd: e.cwd, Recursive: e.opts.recursive}
+	p := control.WatchParams{Path: e.args[0], Cwd: e.cwd, Recursive: e.opts.recursive, Branch: e.branch}
 	if e.opts.watchSince.set {
 		since := e.opts.watchSince.v
 		p.Since = &since
