@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/provider"
@@ -50,7 +51,8 @@ type Manager struct {
 	now      func() time.Time
 	hooks    testHooks
 
-	commitMu sync.Mutex // one commit at a time
+	commitMu sync.Mutex                   // one commit at a time
+	active   atomic.Pointer[activeCommit] // the commit being applied, if any
 
 	mu       sync.Mutex
 	branches map[string]*Branch
