@@ -445,3 +445,22 @@ func unescapeMountinfo(s string) string {
 	}
 	return b.String()
 }
+
+// BranchMountGone tells the server that the mount of branch name at dir
+// went away without branch.unmount (umount or fusermount -u from outside,
+// or its FUSE connection aborted): it is no longer listed, and
+// branch.mount may mount the branch again. The record stays, so the next
+// daemon start mounts it again; branch.unmount forgets it.
+func (s *Server) BranchMountGone(name, dir string) {
+	bm := s.br.mounts
+	bm.mu.Lock()
+	m, ok := bm.live[name]
+	if ok && m.dir == dir {
+		delete(bm.live, name)
+	}
+	bm.mu.Unlock()
+	if ok && m.dir == dir {
+		s.log.Warn("branch mount went away from outside; mount it again with dshmount branch mount, or forget it with dshmount branch unmount",
+			"branch", name, "mount", dir)
+	}
+}

@@ -424,3 +424,31 @@ func TestBranchMount_RefusedWithoutAMounter(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, CodeUnavailable, rpcErr(t, err).RPCCode)
 }
+
+func TestBranchMount_GoneFromOutsideIsNoLongerListedAndMountsAgain(t *testing.T) {
+	env := newMountEnv(t, "")
+	ctx := context.Background()
+	c := env.client(t)
+	dir := emptyDir(t)
+	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "feat", Mount: dir})
+	require.NoError(t, err)
+
+	env.srv.BranchMountGone("feat", "/elsewhere") // not its mount: nothing
+	ls, err := c.BranchList(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, dir, ls.Branches[0].Mount)
+
+	env.srv.BranchMountGone("feat", dir)
+	ls, err = c.BranchList(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ls.Branches[0].Mount)
+	assert.Contains(t, env.logs.String(), "went away from outside")
+	b, err := env.srv.br.mgr.Get("feat")
+	require.NoError(t, err)
+	assert.Equal(t, dir, b.Mount(), "still recorded: the next start mounts it again")
+
+	_, err = c.BranchMount(ctx, BranchMountParams{Name: "feat", Mount: dir})
+	require.NoError(t, err, "mounted again")
+	mounts, _ := env.fake.recorded()
+	assert.Len(t, mounts, 2)
+}

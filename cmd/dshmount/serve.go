@@ -194,6 +194,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			}
 		}()
 	}
+	bmounts.gone = srv.BranchMountGone
 	if merr := srv.MountBranches(ctx); merr != nil {
 		log.Warn("some branch mounts did not come back", "err", merr)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/control"
@@ -33,6 +34,9 @@ type branchMounter struct {
 
 	mu   sync.Mutex
 	live map[*fuse.Server]struct{}
+	// gone is told of a branch mount that went away from outside (set
+	// before the first mount).
+	gone func(name, dir string)
 }
 
 var _ control.BranchMounter = (*branchMounter)(nil)
@@ -74,7 +78,18 @@ func (bm *branchMounter) Mount(_ context.Context, b *branch.Branch, engine *poli
 	bm.mu.Lock()
 	bm.live[m.mnt] = struct{}{}
 	bm.mu.Unlock()
+	var ours atomic.Bool // the unmount is the daemon's own
+	go func() {
+		m.mnt.Wait()
+		if !ours.Load() && bm.gone != nil {
+			bm.mu.Lock()
+			delete(bm.live, m.mnt)
+			bm.mu.Unlock()
+			bm.gone(b.Name(), dir)
+		}
+	}()
 	return func(ctx context.Context) error {
+		ours.Store(true)
 		bm.mu.Lock()
 		delete(bm.live, m.mnt)
 		bm.mu.Unlock()
