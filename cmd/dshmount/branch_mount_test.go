@@ -124,7 +124,7 @@ func TestBranchCLI_HelpNamesTheMountVerbsAndExecBranch(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	help = out + stderr
 	assert.Contains(t, help, "[--branch NAME]")
-	assert.Contains(t, help, "dshmount branch mount NAME\nDIR")
+	assert.Contains(t, help, "'dshmount branch mount NAME DIR'")
 	assert.Contains(t, help, "-branch string")
 }
 
@@ -227,6 +227,17 @@ func TestExecBranch_RunsInTheBranchMountAtTheSameRelativeDirectory(t *testing.T)
 	})
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stderr, "has no directory src/only-ws")
+
+	// From inside another branch's mount: the same place in this one.
+	other := realDir(t)
+	_, err = c.BranchCreate(ctx, control.BranchCreateParams{Name: "other", Mount: other})
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(other, "src", "pkg"), 0o755))
+	t.Chdir(filepath.Join(other, "src", "pkg"))
+	code, stderr, _ = execBranch(t, env, []string{"--branch", "feat", "--", "make"}, func(dir string, _ []string) {
+		assert.Equal(t, filepath.Join(mnt, "src", "pkg"), dir)
+	})
+	require.Equal(t, exitOK, code, stderr)
 }
 
 // bindCount returns how many sessions the env's binder bound.

@@ -63,10 +63,11 @@ holds the current directory is used.
 
 With --branch NAME, the new session acts in branch NAME (session.open {branch}: its
 socket requests default to the branch) and CMD starts in the branch's mount, at the
-same relative directory as the current one when that is inside the workspace's mount
-or the workspace (else at the mount's root): its changes stay in the branch until
-'dshmount branch commit NAME'. The branch must be mounted ('dshmount branch mount NAME
-DIR', or 'dshmount branch create NAME --mount DIR'). --branch excludes --session.
+same relative directory as the current one when that is inside the workspace's
+mount, the workspace or a branch's mount (else at the mount's root): its changes stay
+in the branch until 'dshmount branch commit NAME'. The branch must be mounted
+('dshmount branch mount NAME DIR', or 'dshmount branch create NAME --mount DIR').
+--branch excludes --session.
 
 When CMD exits non-zero, every change the daemon refused for the session while it ran
 is explained on stderr, one line each ('dshmount: refused write to a.txt: FS_…, why').

@@ -13,8 +13,9 @@ import (
 
 // branchWorkDir returns where 'exec --branch' starts the command: in the
 // branch's mount, at the current directory's path relative to the
-// workspace's mount or the workspace when it is inside one of them (or the
-// nearest directory above it the branch has), else at the mount's root. A
+// workspace's mount, the workspace or a branch's mount when it is inside
+// one of them (or the nearest directory above it the branch has), else at
+// the mount's root. A
 // branch that does not exist or has no mount is an error saying what to
 // do.
 func branchWorkDir(ctx context.Context, client *control.Client, name string, sio stdio) (string, error) {
@@ -40,9 +41,16 @@ func branchWorkDir(ctx context.Context, client *control.Client, name string, sio
 	if err != nil {
 		return "", err
 	}
-	rel := "."
-	if p, ok := registry.Locate(registry.Entry{Mount: st.Mount, Source: st.Source}, shellDir()); ok {
+	rel, wd := ".", shellDir()
+	if p, ok := registry.Locate(registry.Entry{Mount: st.Mount, Source: st.Source}, wd); ok {
 		rel = p.Rel
+	} else {
+		for _, b := range ls.Branches { // inside a branch's mount: the same place in this one
+			if p, ok := registry.Locate(registry.Entry{Mount: b.Mount}, wd); ok && b.Mount != "" {
+				rel = p.Rel
+				break
+			}
+		}
 	}
 	for dir := filepath.Join(mount, filepath.FromSlash(rel)); ; dir = filepath.Dir(dir) {
 		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
