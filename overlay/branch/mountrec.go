@@ -2,6 +2,7 @@ package branch
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -47,4 +48,25 @@ func (b *Branch) Shadows(rel string) bool {
 	defer b.mu.RUnlock()
 	e, _ := lookup(b.entries, rel)
 	return e != nil
+}
+
+// RecordedMounts returns the mount directories recorded for the branches
+// kept under stateDir, read without opening them (for a daemon that must
+// free a killed predecessor's mounts before it opens the branches).
+func RecordedMounts(stateDir string) []string {
+	des, err := os.ReadDir(filepath.Join(stateDir, "branches"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, de := range des {
+		if !de.IsDir() || ValidateName(de.Name()) != nil {
+			continue
+		}
+		var md meta
+		if ok, err := (records{dir: filepath.Join(stateDir, "branches", de.Name())}).get("branch.json", &md); ok && err == nil && md.Mount != "" {
+			out = append(out, md.Mount)
+		}
+	}
+	return out
 }

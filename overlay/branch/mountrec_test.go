@@ -41,6 +41,13 @@ func TestSetMount_RecordedAcrossRestartAndCommitWithKeep(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/mnt/feat", b.Mount())
 
+	other, err := e.m.Create("other")
+	require.NoError(t, err)
+	require.NoError(t, other.SetMount("/mnt/other"))
+	_, err = e.m.Create("plain")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"/mnt/feat", "/mnt/other"}, RecordedMounts(e.state))
+
 	require.NoError(t, b.SetMount(""))
 	e.restart()
 	b, err = e.m.Get("feat")
