@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/dshmount/dshmount/overlay"
@@ -148,6 +149,9 @@ func (c Config) validate() error {
 	}
 	if c.Engine == nil {
 		errs = append(errs, errors.New("Config.Engine is required"))
+	}
+	if c.Branch != nil && c.Local != nil && filepath.Clean(c.Branch.Root()) != filepath.Clean(c.Local.Root()) {
+		errs = append(errs, fmt.Errorf("Config.Branch is a branch of %s, not of Config.Local (%s)", c.Branch.Root(), c.Local.Root()))
 	}
 	return errors.Join(errs...)
 }

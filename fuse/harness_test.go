@@ -77,6 +77,9 @@ type env struct {
 type envOptions struct {
 	passthrough bool
 	rules       overlay.Rules
+	// noBaseObserver: a branch mount (newBranchEnv) is not told of
+	// workspace changes.
+	noBaseObserver bool
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.

@@ -160,7 +160,7 @@ func (m *Manager) load(name string) (*Branch, error) {
 }
 
 // removeOrphans deletes upper files no record describes (a kill between
-// a copy-up and its record).
+// a copy-up and its record); a link the branch made is described.
 func (b *Branch) removeOrphans() {
 	up := filepath.Join(b.dir, "upper")
 	_ = filepath.WalkDir(up, func(p string, d fs.DirEntry, err error) error {
@@ -172,7 +172,7 @@ func (b *Branch) removeOrphans() {
 			return nil
 		}
 		rel = filepath.ToSlash(rel)
-		if e, ok := b.entries[rel]; !ok || e.Kind != kindFile {
+		if e, ok := b.entries[rel]; !ok || e.Kind != kindFile && e.Kind != kindSymlink {
 			_ = os.Remove(p)
 		}
 		return nil
