@@ -261,4 +261,10 @@ func TestCLI_WatchBranchFollowsTheBranch(t *testing.T) {
 	_, err = cl.Write(ctx, control.WriteParams{Path: "in-branch.txt", Content: "x\n", Branch: "feat"})
 	require.NoError(t, err)
 	assert.Contains(t, p.line(t), " created in-branch.txt ")
+
+	require.NoError(t, cl.BranchDiscard(ctx, "feat"))
+	_, err = cl.Write(ctx, control.WriteParams{Path: "after.txt", Content: "x\n"})
+	require.NoError(t, err)
+	assert.Equal(t, exitFS, p.exit(t))
+	assert.Contains(t, p.stderr.String(), "branch feat was committed or discarded; the watch of it ended")
 }
