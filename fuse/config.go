@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,6 +73,10 @@ type Config struct {
 	View   *overlay.View  // hide / read-only rules; required
 	Engine *policy.Engine // guards, versions, audit; required
 	Branch *branch.Branch // nil: serve the workspace (Local); else serve this branch over it
+	// Commits, when set, makes opens of files and directories a running
+	// branch commit or atomic patch changes wait until it has ended, so no
+	// one reading through the mount sees it half applied.
+	Commits CommitWaiter
 	// Bindings maps callers to sessions; nil: every caller is unbound.
 	Bindings Bindings
 	Logger   *slog.Logger // nil: slog.Default()
@@ -154,4 +159,12 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("Config.Branch is a branch of %s, not of Config.Local (%s)", c.Branch.Root(), c.Local.Root()))
 	}
 	return errors.Join(errs...)
+}
+
+// CommitWaiter is what a mount waits on before an open (*branch.Manager).
+type CommitWaiter interface {
+	// AwaitCommit returns once no running commit changes the
+	// workspace-relative path rel or an entry of the directory rel, or
+	// with ctx's error.
+	AwaitCommit(ctx context.Context, rel string) error
 }

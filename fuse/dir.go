@@ -74,6 +74,9 @@ func (n *node) hiddenIn(rel string) func(string) bool {
 // OpendirHandle implements fs.NodeOpendirHandler.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	rel := n.rel()
+	if errno := n.m.awaitCommit(ctx, rel); errno != 0 {
+		return nil, 0, errno
+	}
 	ds, errno := n.openDirStream(rel)
 	if errno != 0 {
 		return nil, 0, errno

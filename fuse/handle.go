@@ -130,6 +130,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return nil, 0, syscall.EROFS
 		}
 	}
+	if errno := m.awaitCommit(ctx, rel); errno != 0 {
+		return nil, 0, errno
+	}
 	a := m.actor(ctx)
 	t := m.target(rel)
 	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC | syscall.O_CREAT | syscall.O_EXCL

@@ -80,6 +80,7 @@ type envOptions struct {
 	// noBaseObserver: a branch mount (newBranchEnv) is not told of
 	// workspace changes.
 	noBaseObserver bool
+	commits        CommitWaiter
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -104,7 +105,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.engine = policy.NewEngine(store, view)
 	e.srv, err = Mount(e.mnt, Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
-		Passthrough: o.passthrough,
+		Passthrough: o.passthrough, Commits: o.commits,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
