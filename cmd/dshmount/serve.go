@@ -144,6 +144,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return err
 	}
 	bmounts := newBranchMounter(mcfg, log) // branch mounts, configured like the workspace's
+	engine.AddObserver(bmounts.ObserveWorkspace)
 	unmount := func() {
 		gctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 		defer cancel()

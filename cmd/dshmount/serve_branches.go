@@ -33,7 +33,7 @@ type branchMounter struct {
 	log  *slog.Logger
 
 	mu   sync.Mutex
-	live map[*fuse.Server]struct{}
+	live map[*fuse.Server]policy.Observer // each mount's BaseObserver
 	// gone is told of a branch mount that went away from outside (set
 	// before the first mount).
 	gone func(name, dir string)
@@ -44,7 +44,7 @@ var _ control.BranchMounter = (*branchMounter)(nil)
 // newBranchMounter returns a mounter whose mounts are configured like the
 // workspace mount of base.
 func newBranchMounter(base fuse.Config, log *slog.Logger) *branchMounter {
-	return &branchMounter{base: base, log: log, live: map[*fuse.Server]struct{}{}}
+	return &branchMounter{base: base, log: log, live: map[*fuse.Server]policy.Observer{}}
 }
 
 // Mount implements control.BranchMounter: it detaches a dead mount a
@@ -76,7 +76,7 @@ func (bm *branchMounter) Mount(_ context.Context, b *branch.Branch, engine *poli
 		return nil, m.err
 	}
 	bm.mu.Lock()
-	bm.live[m.mnt] = struct{}{}
+	bm.live[m.mnt] = m.mnt.BaseObserver()
 	bm.mu.Unlock()
 	var ours atomic.Bool // the unmount is the daemon's own
 	go func() {
@@ -114,6 +114,27 @@ func (bm *branchMounter) each(fn func(*fuse.Server)) {
 	for _, m := range mnts {
 		fn(m)
 	}
+}
+
+// ObserveWorkspace is a policy.Observer of the workspace's engine: it hands
+// each recorded workspace change to every branch mount, whose kernel caches
+// show the workspace's entries and bytes wherever the branch has not
+// changed them (a commit, kept or not, is such a change too).
+func (bm *branchMounter) ObserveWorkspace(ctx context.Context, ev policy.Event) error {
+	bm.mu.Lock()
+	obs := make([]policy.Observer, 0, len(bm.live))
+	for _, o := range bm.live {
+		if o != nil {
+			obs = append(obs, o)
+		}
+	}
+	bm.mu.Unlock()
+	for _, o := range obs {
+		if err := o(ctx, ev); err != nil {
+			bm.log.Warn("branch mount cache invalidation", "path", ev.Target.DisplayPath, "err", err)
+		}
+	}
+	return nil
 }
 
 // DropData drops the kernel's cached data of rel on every branch mount (a
