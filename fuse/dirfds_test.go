@@ -432,3 +432,12 @@ func TestMount_SocketEventsDropDescriptorsBelowTheirPaths(t *testing.T) {
 	}))
 	assert.ElementsMatch(t, []string{"c", "c/s"}, dirs.cachedPaths())
 }
+
+// A branch mount configured like the workspace's (serve copies its Config)
+// keeps no directory descriptors: its invalidations follow the branch, not
+// the workspace's own renames.
+func TestMount_ABranchMountKeepsNoDirectoryDescriptors(t *testing.T) {
+	be := newBranchEnv(t, envOptions{watched: watchedOn})
+	assert.NotNil(t, be.srv.state.dirs, "the workspace mount keeps them")
+	assert.Nil(t, be.bsrv.state.dirs)
+}

@@ -78,7 +78,9 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			}
 		}()
 	}
-	if cfg.Watched != nil && cfg.DirFDs > 0 {
+	// A branch mount resolves every workspace path from the root: its
+	// invalidations follow the branch, not the workspace's renames.
+	if cfg.Watched != nil && cfg.DirFDs > 0 && cfg.Branch == nil {
 		m.dirs = newDirFds(rootFd, cfg.DirFDs, cfg.Watched)
 	}
 	rootNode := m.newNode()

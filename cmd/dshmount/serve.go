@@ -145,17 +145,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if dirCap == 0 {
 		dirCap = -1 // none (fuse reads zero as its default)
 	}
-	mnt, err := fuse.Mount(cfg.Mountpoint, fuse.Config{
+	mcfg := fuse.Config{
 		Local: lfs, View: view, Engine: engine, Bindings: registry,
 		Logger: log.With("component", "fuse"), Debug: cfg.Debug, AllowOther: cfg.AllowOther,
 		EntryTimeout: orNone(cfg.EntryTO), AttrTimeout: orNone(cfg.AttrTO), Passthrough: cfg.Passthrough,
 		NegativeTimeout: cfg.NegTO, CacheDirs: cfg.DirCache, CacheLinks: cfg.Watch, ReaddirPlus: fuse.ReaddirPlusMode(cfg.ReaddirPlus),
 		Watched: func() bool { return started.Load() && watching.Load() }, DirFDs: dirCap,
 		Commits: branches,
-	})
+	}
+	mnt, err := fuse.Mount(cfg.Mountpoint, mcfg)
 	if err != nil {
 		return err
 	}
+	bmounts := newBranchMounter(mcfg, log) // branch mounts, configured like the workspace's
+	engine.AddObserver(bmounts.ObserveWorkspace)
 	unmount := func() {
 		gctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 		defer cancel()
@@ -165,7 +168,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 
 	if cfg.Watch {
-		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, mnt.DropData, mnt.ForgetDirs,
+		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, func(rel string) { mnt.DropData(rel); bmounts.DropData(rel) }, mnt.ForgetDirs,
 			func() { watching.Store(false) }, log.With("component", "watch"))
 		if werr != nil {
 			unmount()
@@ -177,7 +180,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	ctlCfg.ExternalWatched = watching.Load
 
-	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt}, branches
+	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt, bmounts}, branches
+	ctlCfg.BranchMounts = bmounts
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
 		unmount()
@@ -206,6 +210,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			}
 		}()
 	}
+	bmounts.gone = srv.BranchMountGone
+	if merr := srv.MountBranches(ctx); merr != nil {
+		log.Warn("some branch mounts did not come back", "err", merr)
+	}
 	log.Info("ready", "source", cfg.Source, "mount", cfg.Mountpoint, "socket", cfg.Socket, "state", cfg.StateDir)
 	fmt.Fprintf(stdout, "ready mount=%s socket=%s\n", cfg.Mountpoint, cfg.Socket)
 
@@ -231,6 +239,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	stopServing()
 	_ = srv.Close()
+	unmountBranches(srv, cfg.Grace) // before the workspace mount they lie beside
 	unmount()
 	registry.Sweep() // remove the binding cgroups that are empty by now
 	if serveErr != nil {
@@ -251,14 +260,16 @@ func orNone(d time.Duration) time.Duration {
 // bindNotifier binds through the registry, then tells the mount to forget
 // the callers it resolved before the bind.
 type bindNotifier struct {
-	reg *procbind.Registry
-	mnt *fuse.Server
+	reg      *procbind.Registry
+	mnt      *fuse.Server
+	branches *branchMounter
 }
 
 // Bind implements control.ProcessBinder.
 func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 	err := b.reg.Bind(session, pid)
 	b.mnt.ForgetCallers()
+	b.branches.ForgetCallers()
 	return err
 }
 

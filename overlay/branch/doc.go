@@ -7,7 +7,7 @@
 //
 // A branch NAME lives in <state>/branches/NAME/:
 //
-//	branch.json   name and creation time, written once (temp file + rename)
+//	branch.json   name, creation time and mount directory (temp file + rename)
 //	changes.log   one JSON record per change of a path's state, appended
 //	upper/        the branch's own files, at their workspace-relative paths
 //

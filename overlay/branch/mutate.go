@@ -363,6 +363,9 @@ func (b *Branch) MoveFile(ctx context.Context, src, dst provider.Target, opts pr
 		undo()
 		return out, err
 	}
+	if st, serr := os.Stat(fsys.ProcessPath(ft)); serr == nil {
+		_ = os.Chmod(b.upperPath(dr), st.Mode().Perm()) // a move keeps the file's mode
+	}
 	pending[len(pending)-1].From = sr
 	if err := b.record(pending...); err != nil {
 		return out, err
