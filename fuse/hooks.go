@@ -31,6 +31,7 @@ type mountState struct {
 	vers      *local.Versioner // content versions, shared with the provider
 	closed    atomic.Bool
 	callers   callerCache // calling threads' processes and sessions
+	xattrs    xattrEpochs // when remembered xattr absences hold (xattrcache.go)
 }
 
 // rel helpers --------------------------------------------------------------

@@ -103,6 +103,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		Logger:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		RootStableAttr:  &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
 	}
+	cfg.Engine.AddObserver(m.xattrs.observe)
 	server, err := gofuse.NewServer(fs.NewNodeFS(rootNode, opts), mp, &opts.MountOptions)
 	if err != nil {
 		_ = unix.Close(rootFd)
