@@ -77,6 +77,7 @@ type env struct {
 type envOptions struct {
 	passthrough bool
 	rules       overlay.Rules
+	debugLog    slog.Handler // when set: every FUSE request is logged to it
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -102,7 +103,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.srv, err = Mount(e.mnt, Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
 		Passthrough: o.passthrough,
-	})
+	}.withDebugLog(o.debugLog))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -89,7 +89,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			PanicHandler: m.panicHandler,
 			// A bound writer's direct-I/O handle may be mmap'd shared:
 			// its stores then reach the daemon as guarded writes.
-			ExtraCapabilities:    gofuse.CAP_DIRECT_IO_ALLOW_MMAP | readdirPlusCaps(cfg.ReaddirPlus),
+			ExtraCapabilities:    gofuse.CAP_DIRECT_IO_ALLOW_MMAP | gofuse.CAP_HANDLE_KILLPRIV_V2 | readdirPlusCaps(cfg.ReaddirPlus),
 			DisableReadDirPlus:   cfg.ReaddirPlus == ReaddirPlusOff,
 			EnableSymlinkCaching: cfg.CacheLinks,
 		},
