@@ -270,6 +270,9 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 			if err := s.store.Flush(); err != nil {
 				s.log.Warn("commit applied but its records are not written yet", "err", err)
 			}
+			if s.hooks.commitApplied != nil {
+				s.hooks.commitApplied()
+			}
 		},
 	}
 }

@@ -24,6 +24,9 @@ func (s *Server) stat(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
+	if err := s.awaitCommit(ctx, t); err != nil {
+		return nil, err
+	}
 	info, err := s.eng(ctx).Stat(ctx, a, t)
 	res := StatResult{DisplayPath: t.DisplayPath}
 	if provider.CodeOf(err) == provider.CodeNotFound {
@@ -59,6 +62,9 @@ func (s *Server) list(ctx context.Context, c *conn, params json.RawMessage) (any
 	}
 	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitCommit(ctx, t); err != nil {
 		return nil, err
 	}
 	entries, err := s.fsys(ctx).ListDir(ctx, t)
@@ -109,6 +115,9 @@ func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any
 	}
 	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitCommit(ctx, t); err != nil {
 		return nil, err
 	}
 	text, info, err := s.eng(ctx).Read(ctx, a, t)

@@ -178,6 +178,9 @@ type Server struct {
 type testHooks struct {
 	// beforeCommitOp runs before the commit of patch operation i (0-based).
 	beforeCommitOp func(i int)
+	// commitApplied runs when a branch commit or an atomic patch has put
+	// every file in place, before it ends.
+	commitApplied func()
 	// peerCred, when set, replaces the SO_PEERCRED lookup of a connection.
 	peerCred func(nc *net.UnixConn) (*unix.Ucred, error)
 	// peerCreds, when set, replaces the lookup of a peer's filesystem

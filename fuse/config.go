@@ -1,12 +1,15 @@
 package fuse
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/dshmount/dshmount/overlay"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
 	"github.com/dshmount/dshmount/provider/local"
@@ -69,6 +72,11 @@ type Config struct {
 	Local  *local.FS      // the backing directory; required
 	View   *overlay.View  // hide / read-only rules; required
 	Engine *policy.Engine // guards, versions, audit; required
+	Branch *branch.Branch // nil: serve the workspace (Local); else serve this branch over it
+	// Commits, when set, makes opens of files and directories a running
+	// branch commit or atomic patch changes wait until it has ended, so no
+	// one reading through the mount sees it half applied.
+	Commits CommitWaiter
 	// Bindings maps callers to sessions; nil: every caller is unbound.
 	Bindings Bindings
 	Logger   *slog.Logger // nil: slog.Default()
@@ -147,5 +155,16 @@ func (c Config) validate() error {
 	if c.Engine == nil {
 		errs = append(errs, errors.New("Config.Engine is required"))
 	}
+	if c.Branch != nil && c.Local != nil && filepath.Clean(c.Branch.Root()) != filepath.Clean(c.Local.Root()) {
+		errs = append(errs, fmt.Errorf("Config.Branch is a branch of %s, not of Config.Local (%s)", c.Branch.Root(), c.Local.Root()))
+	}
 	return errors.Join(errs...)
+}
+
+// CommitWaiter is what a mount waits on before an open (*branch.Manager).
+type CommitWaiter interface {
+	// AwaitCommit returns once no running commit changes the
+	// workspace-relative path rel or an entry of the directory rel, or
+	// with ctx's error.
+	AwaitCommit(ctx context.Context, rel string) error
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/overlay"
 )
@@ -75,6 +74,9 @@ func (n *node) hiddenIn(rel string) func(string) bool {
 // OpendirHandle implements fs.NodeOpendirHandler.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	rel := n.rel()
+	if errno := n.m.awaitCommit(ctx, rel); errno != 0 {
+		return nil, 0, errno
+	}
 	ds, errno := n.openDirStream(rel)
 	if errno != 0 {
 		return nil, 0, errno
@@ -105,20 +107,13 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return fs.NewListDirStream(list), 0
 }
 
-// openDirStream opens the directory rel below the root (no links) as a
-// go-fuse directory stream, which owns the descriptor.
+// openDirStream opens the directory rel (no links) as a go-fuse directory
+// stream (the backend's: the backing directory, or a branch's merged
+// listing).
 func (n *node) openDirStream(rel string) (fs.DirStream, syscall.Errno) {
-	fd, err := n.m.openRel(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	ds, err := n.m.be.dirStream(n, rel)
 	if err != nil {
-		return nil, errnoOf(n.staleIfGone(err))
-	}
-	bs, err := fstat(fd)
-	if err == nil {
-		err = n.current(&bs)
-	}
-	if err != nil {
-		_ = unix.Close(fd)
 		return nil, errnoOf(err)
 	}
-	return fs.NewLoopbackDirStreamFd(fd)
+	return ds, 0
 }

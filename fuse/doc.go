@@ -90,6 +90,24 @@
 // path is longer. node embeds a bare fs.Inode, not go-fuse's LoopbackNode,
 // whose operations use absolute paths.
 //
+// # Branch mounts
+//
+// With Config.Branch the mount serves a branch (overlay/branch) instead of
+// the workspace: the same nodes, guard and records, over another backend
+// (backend.go: wsBackend for the workspace, branchBackend in branchfs.go).
+// The backend says which backing entry a path is read from (the branch's
+// upper directory, the workspace, or none for a whiteout), copies a
+// workspace file up before its first change, makes, removes and renames
+// names through the branch's operations (so its change records stay the
+// one truth a commit reads), merges directory listings, and maps a copied
+// file's new inode to the identity the mount showed. Targets are the
+// branch's ("branch/NAME/rel"), so guards and observations are per
+// (branch, path); the hide and read-only rules are Config.View's, built
+// over the branch. Server.BaseObserver, added to the workspace's engine,
+// drops the branch mount's cached view of workspace paths that change.
+// Hard links and renames of the workspace's directories in a branch are
+// EXDEV (mv copies), special files EPERM.
+//
 // # Callers
 //
 // Resolving a caller's session costs /proc reads; the answer for a thread

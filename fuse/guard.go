@@ -249,7 +249,7 @@ func (m *mountState) versionOfEntry(e entry, st *unix.Stat_t) (provider.Version,
 
 // versionOfRel is versionOfEntry for a workspace-relative path.
 func (m *mountState) versionOfRel(rel string, st *unix.Stat_t) (provider.Version, error) {
-	e, err := m.entryAt(rel)
+	e, err := m.be.entry(rel)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -34,9 +35,11 @@ type handle struct {
 	rel      string       // path at open, for a file unlinked meanwhile
 	actor    policy.Actor // the opener: recorded as the writer
 	writable bool
-	unhold   func() // ends the engine's hold on the path (writable handles)
-	pt       bool   // passthrough was offered for this handle
-	direct   bool   // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
+	unhold   func()                  // ends the engine's hold on the path (writable handles)
+	pt       bool                    // passthrough was offered for this handle
+	follow   bool                    // read-only on a file whose changes go elsewhere (backend.inPlace): reads follow its copy-up
+	up       atomic.Pointer[os.File] // the copy, once followed
+	direct   bool                    // opened FOPEN_DIRECT_IO (a bound writer's, see ioModes)
 
 	dirty atomic.Bool
 
@@ -81,9 +84,9 @@ func (m *mountState) wrap(h *handle) fs.FileHandle {
 }
 
 // openBacking opens rel below the backing root without following any
-// symbolic link (openRel).
+// symbolic link (the backend's open).
 func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, error) {
-	fd, err := m.openRel(rel, flags, mode)
+	fd, err := m.be.open(rel, flags, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -93,10 +96,11 @@ func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, 
 // newHandle builds the handle of a just-opened file, its I/O mode chosen
 // by the node's ioModes. Release must uncount it.
 func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) *handle {
-	pt, direct := n.io.choose(n.m.cfg.Passthrough, a.Session != "", writable)
+	inPlace := n.m.be.inPlace(rel)
+	pt, direct := n.io.choose(n.m.cfg.Passthrough && inPlace, a.Session != "", writable)
 	h := &handle{
 		file: f, lf: fs.NewLoopbackFileFromOS(f), node: n, rel: rel, actor: a,
-		writable: writable, pt: pt, direct: direct, last: *st,
+		writable: writable, pt: pt, direct: direct, last: *st, follow: !inPlace && !writable,
 	}
 	if writable {
 		// Its writes are recorded at flush; the backing-tree watcher must
@@ -125,6 +129,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if writing {
 			return nil, 0, syscall.EROFS
 		}
+	}
+	if errno := m.awaitCommit(ctx, rel); errno != 0 {
+		return nil, 0, errno
 	}
 	a := m.actor(ctx)
 	t := m.target(rel)
@@ -223,6 +230,7 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 	after := m.recordVersion(actor, h.fd())
 	rel := h.path(&bs.st)
 	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
+	m.be.changed(rel)
 	h.last, h.lastVer, h.recorded = bs.st, after, true
 }
 
@@ -250,7 +258,7 @@ func (h *handle) credits(st *unix.Stat_t) bool {
 
 // holdsName reports whether the handle's name still holds its file (st).
 func (h *handle) holdsName(st *unix.Stat_t) bool {
-	cur, err := h.node.m.statRel(h.node.rel())
+	cur, err := h.node.m.be.stat(h.node.rel())
 	return err == nil && fileID(&cur.st) == fileID(st)
 }
 
@@ -268,7 +276,46 @@ func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64
 	if h == nil {
 		return nil, syscall.EBADF
 	}
+	if up := h.followed(); up != nil {
+		nr, err := up.ReadAt(dest, off)
+		if err != nil && err != io.EOF {
+			return nil, errnoOf(err)
+		}
+		return gofuse.ReadResultData(dest[:nr]), 0
+	}
 	return h.lf.Read(ctx, dest, off)
+}
+
+// followed is the file a following handle reads now: the copy its file
+// got since the open (opened once), or nil while there is none.
+func (h *handle) followed() *os.File {
+	if !h.follow {
+		return nil
+	}
+	if up := h.up.Load(); up != nil {
+		return up
+	}
+	m := h.node.m
+	if !h.node.linked() || !m.be.copiedUp(h.node.StableAttr()) {
+		return nil
+	}
+	f, err := m.openBacking(h.node.rel(), syscall.O_RDONLY, 0)
+	if err != nil {
+		m.log.Warn("open the copy of a file read before its copy-up", "path", h.node.rel(), "err", err)
+		return nil
+	}
+	if !h.up.CompareAndSwap(nil, f) {
+		_ = f.Close()
+	}
+	return h.up.Load()
+}
+
+// readFd is the descriptor whose file a handle's reads and stats show.
+func (h *handle) readFd() int {
+	if up := h.followed(); up != nil {
+		return int(up.Fd())
+	}
+	return h.fd()
 }
 
 // Write implements fs.NodeWriter (only without passthrough).
@@ -360,6 +407,9 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	}
 	n.m.recordWrites(ctx, h, true)
 	h.node.io.release(h.pt)
+	if up := h.up.Load(); up != nil {
+		_ = up.Close()
+	}
 	errno := h.lf.Release(ctx)
 	if h.unhold != nil {
 		// After the close: its IN_CLOSE_WRITE is the mount's own too.
@@ -411,7 +461,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	}
 	defer unlock()
 	oi, oo := int64(offIn), int64(offOut)
-	c, err := unix.CopyFileRange(in.fd(), &oi, dst.fd(), &oo, int(length), int(flags))
+	c, err := unix.CopyFileRange(in.readFd(), &oi, dst.fd(), &oo, int(length), int(flags))
 	if c > 0 {
 		dst.dirty.Store(true)
 		dst.killPrivs(ctx)
@@ -429,7 +479,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // used), else the node's current name (renamed since), else the name at
 // open (unlinked since).
 func (h *handle) path(st *unix.Stat_t) string {
-	if cur, err := h.node.m.statRel(h.rel); err == nil && fileID(&cur.st) == fileID(st) {
+	if cur, err := h.node.m.be.stat(h.rel); err == nil && fileID(&cur.st) == fileID(st) {
 		return h.rel
 	}
 	if h.node.linked() {

@@ -77,7 +77,11 @@ type env struct {
 type envOptions struct {
 	passthrough bool
 	rules       overlay.Rules
-	debugLog    slog.Handler // when set: every FUSE request is logged to it
+	// noBaseObserver: a branch mount (newBranchEnv) is not told of
+	// workspace changes.
+	noBaseObserver bool
+	commits        CommitWaiter
+	debugLog       slog.Handler // when set: every FUSE request is logged to it
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -102,7 +106,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.engine = policy.NewEngine(store, view)
 	e.srv, err = Mount(e.mnt, Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
-		Passthrough: o.passthrough,
+		Passthrough: o.passthrough, Commits: o.commits,
 	}.withDebugLog(o.debugLog))
 	require.NoError(t, err)
 	t.Cleanup(func() {

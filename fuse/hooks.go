@@ -31,6 +31,7 @@ type mountState struct {
 	vers      *local.Versioner // content versions, shared with the provider
 	closed    atomic.Bool
 	callers   callerCache // calling threads' processes and sessions
+	be        backend     // where paths live: the workspace or a branch over it
 	xattrs    xattrEpochs // when remembered xattr absences hold (xattrcache.go)
 }
 
@@ -48,7 +49,7 @@ func joinRel(dir, name string) string {
 func (m *mountState) access(rel string) overlay.Access { return m.cfg.View.Access(rel) }
 
 // target is the provider target of rel.
-func (m *mountState) target(rel string) provider.Target { return m.cfg.Local.TargetForRel(rel) }
+func (m *mountState) target(rel string) provider.Target { return m.be.target(rel) }
 
 // callers -----------------------------------------------------------------
 
@@ -187,7 +188,7 @@ func (m *mountState) chownToCaller(ctx context.Context, fd int, e entry, rel str
 	}
 	if e.dir < 0 {
 		var err error
-		if e, err = m.entryAt(rel); err != nil {
+		if e, err = m.be.entry(rel); err != nil {
 			m.log.Warn("give created entry to its creator", "path", rel, "uid", uid, "err", err)
 			return
 		}

@@ -122,9 +122,13 @@ func (n *node) killOnSetattr(h *handle, st *unix.Stat_t) error {
 }
 
 // chmodOwn sets the mode of the node's own backing file through an O_PATH
-// descriptor (as setattrBacking does).
+// descriptor (as setattrBacking does, through the mount's backend).
 func (n *node) chmodOwn(mode uint32) error {
-	e, err := n.m.entryAt(n.rel())
+	rel := n.rel()
+	if err := n.m.be.prepare(rel, false); err != nil {
+		return n.staleIfGone(err)
+	}
+	e, err := n.m.be.entry(rel)
 	if err != nil {
 		return err
 	}
@@ -144,6 +148,7 @@ func (n *node) chmodOwn(mode uint32) error {
 	if err := unix.Chmod(procPath(fd), mode); err != nil {
 		return fmt.Errorf("drop set-id bits: %w", err)
 	}
+	n.m.be.changed(rel)
 	return nil
 }
 

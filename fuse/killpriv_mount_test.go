@@ -242,3 +242,36 @@ func TestKillPriv_ChownSendsNoGetattr(t *testing.T) {
 	}
 	assert.Zero(t, getattrs.Load()-before, "GETATTR requests for %d chowns", files)
 }
+
+// TestKillPriv_BranchMountDropsLikeTheDisk: on a branch mount the daemon
+// drops the bits on the branch's copy, and the workspace's file keeps them.
+// Only the operations that drop bits are compared: a branch's copy-up
+// itself loses the set-id bits today (a write by a caller with CAP_FSETID
+// leaves 2765 as 0765 on the branch), which is the branch's to fix.
+func TestKillPriv_BranchMountDropsLikeTheDisk(t *testing.T) {
+	for _, pt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("passthrough=%v", pt), func(t *testing.T) {
+			be := newBranchEnv(t, envOptions{passthrough: pt})
+			native := t.TempDir()
+			for _, op := range privOps {
+				for _, mode := range []uint32{0o6775, 0o4644} {
+					if !op.wantKills {
+						continue
+					}
+					t.Run(fmt.Sprintf("%s/%04o", op.name, mode), func(t *testing.T) {
+						file := fmt.Sprintf("b-%d-%o", len(op.name), mode)
+						prepare(t, filepath.Join(native, file), mode)
+						want := modeAfter(t, filepath.Join(native, file), filepath.Join(native, file), op)
+						prepare(t, be.b(file), mode)
+						bpath := filepath.Join(be.bmnt, file)
+						got := modeAfter(t, bpath, bpath, op)
+						assert.Equal(t, fmt.Sprintf("%04o", want), fmt.Sprintf("%04o", got), "branch mode after %s", op.name)
+						var st unix.Stat_t
+						require.NoError(t, unix.Stat(be.b(file), &st))
+						assert.Equal(t, fmt.Sprintf("%04o", mode), fmt.Sprintf("%04o", st.Mode&0o7777), "the workspace's file")
+					})
+				}
+			}
+		})
+	}
+}

@@ -64,6 +64,20 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		asRoot:  euidIsRoot(),
 		vers:    cfg.Local.Versioner(),
 	}
+	m.be = wsBackend{m}
+	if cfg.Branch != nil {
+		bb, err := newBranchBackend(m, cfg.Branch)
+		if err != nil {
+			_ = unix.Close(rootFd)
+			return nil, fmt.Errorf("mount: %w", err)
+		}
+		m.be = bb
+		defer func() {
+			if m.rootInode == nil {
+				bb.close() // the mount failed
+			}
+		}()
+	}
 	rootNode := m.newNode()
 	m.rootInode = rootNode.EmbeddedInode()
 
@@ -106,6 +120,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	cfg.Engine.AddObserver(m.xattrs.observe)
 	server, err := gofuse.NewServer(fs.NewNodeFS(rootNode, opts), mp, &opts.MountOptions)
 	if err != nil {
+		m.rootInode = nil
 		_ = unix.Close(rootFd)
 		return nil, fmt.Errorf("mount %s at %s: %w", root, mp, err)
 	}
@@ -116,6 +131,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	}()
 	if err := server.WaitMount(); err != nil {
 		_ = server.Unmount()
+		m.rootInode = nil
 		_ = unix.Close(rootFd)
 		return nil, fmt.Errorf("mount %s at %s: kernel did not answer: %w", root, mp, err)
 	}
@@ -212,6 +228,9 @@ func (mt *Server) release() {
 		}
 		mt.state.callers.forget() // closes the callers' pidfds
 		_ = unix.Close(mt.state.rootFd)
+		if bb, ok := mt.state.be.(*branchBackend); ok {
+			bb.close()
+		}
 	})
 }
 

@@ -56,7 +56,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC
 	writable := isWrite(flags)
 
-	existing, err := m.statRel(rel)
+	existing, err := m.be.stat(rel)
 	switch {
 	case err == nil && flags&syscall.O_EXCL != 0:
 		return nil, nil, 0, syscall.EEXIST
@@ -71,7 +71,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	f, err := m.openBacking(rel, int(flags)|syscall.O_CREAT|syscall.O_EXCL, mode&07777)
 	if errors.Is(err, unix.EEXIST) && flags&syscall.O_EXCL == 0 {
-		if existing, err = m.statRel(rel); err == nil {
+		if existing, err = m.be.stat(rel); err == nil {
 			return n.createExisting(ctx, a, t, rel, flags, &existing, out)
 		}
 	}
@@ -137,7 +137,7 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 			return nil, nil, 0, errno
 		}
 		defer unlock()
-		if st, err := m.statRel(rel); err == nil {
+		if st, err := m.be.stat(rel); err == nil {
 			existing = &st
 		}
 	}
@@ -178,7 +178,7 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 // finishCreate stats a just-created entry, records it and returns its inode.
 func (n *node) finishCreate(ctx context.Context, a policy.Actor, rel string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	m := n.m
-	bs, err := m.statRel(rel)
+	bs, err := m.be.stat(rel)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -201,14 +201,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errno
 	}
 	a := m.actor(ctx)
-	e, err := m.entryAt(rel)
+	e, err := m.be.mkdir(ctx, rel, mode&07777)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
 	defer e.close()
-	if err := unix.Mkdirat(e.dir, e.name, mode&07777); err != nil {
-		return nil, errnoOf(err)
-	}
 	m.chownToCaller(ctx, -1, e, rel)
 	dirMode := mode & 07777
 	if dirSetgid(e.dir) {
@@ -232,14 +229,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, rdev uint32,
 	if errno := m.checkCreate(a, "mknod", t); errno != 0 {
 		return nil, errno
 	}
-	e, err := m.entryAt(rel)
+	e, err := m.be.mknod(rel, mode, rdev)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
 	defer e.close()
-	if err := unix.Mknodat(e.dir, e.name, mode, int(rdev)); err != nil {
-		return nil, errnoOf(err)
-	}
 	m.chownToCaller(ctx, -1, e, rel)
 	return n.finishCreate(ctx, a, rel, out)
 }
@@ -255,14 +249,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	if errno := m.checkCreate(a, "symlink", m.target(rel)); errno != 0 {
 		return nil, errno
 	}
-	e, err := m.entryAt(rel)
+	e, err := m.be.symlink(ctx, target, rel)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
 	defer e.close()
-	if err := unix.Symlinkat(target, e.dir, e.name); err != nil {
-		return nil, errnoOf(err)
-	}
 	m.chownToCaller(ctx, -1, e, rel)
 	return n.finishCreate(ctx, a, rel, out)
 }
@@ -293,10 +284,10 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno := m.checkCreate(a, "link", t); errno != 0 {
 		return nil, errno
 	}
-	if err := m.linkRel(srcRel, rel); err != nil {
+	if err := m.be.link(srcRel, rel); err != nil {
 		return nil, errnoOf(err)
 	}
-	bs, err := m.statRel(rel)
+	bs, err := m.be.stat(rel)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -323,7 +314,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	defer unlock()
-	e, err := m.entryAt(rel)
+	e, err := m.be.entry(rel)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -343,7 +334,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if before == "" {
 		before = m.knownVersion(a, &bs.st)
 	}
-	if err := unix.Unlinkat(e.dir, e.name, 0); err != nil {
+	if err := m.be.unlink(ctx, rel, e); err != nil {
 		return errnoOf(err)
 	}
 	m.record(ctx, a, policy.OpUnlink, t, before, "", nil)
@@ -358,7 +349,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	a := m.actor(ctx)
-	e, err := m.entryAt(rel)
+	e, err := m.be.entry(rel)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -368,7 +359,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return errnoOf(err)
 	}
 	before := local.MetadataVersion(&bs.st)
-	if err := unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR); err != nil {
+	if err := m.be.rmdir(ctx, rel, e); err != nil {
 		return errnoOf(err)
 	}
 	m.record(ctx, a, policy.OpUnlink, m.target(rel), before, "", nil)

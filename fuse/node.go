@@ -92,6 +92,9 @@ func (n *node) linked() bool {
 // (mixed with the device when it is not the root's), and a generation from
 // its birth time, so a recycled inode number gets a new generation.
 func (m *mountState) stableAttr(bs *backingStat) fs.StableAttr {
+	if id, ok := m.be.carried(bs); ok {
+		return id // a copy-up keeps the identity the mount showed
+	}
 	dev := bs.st.Dev
 	swapped := (dev << 32) | (dev >> 32)
 	rootSwapped := (m.rootDev << 32) | (m.rootDev >> 32)
@@ -115,7 +118,7 @@ func (n *node) newChild(ctx context.Context, bs *backingStat) *fs.Inode {
 // lstat stats the node's backing file: ESTALE when its name now holds a
 // file of another type or none (see current and staleIfGone).
 func (n *node) lstat() (backingStat, error) {
-	bs, err := n.m.statRel(n.rel())
+	bs, err := n.m.be.stat(n.rel())
 	if err != nil {
 		return bs, n.staleIfGone(err)
 	}
@@ -159,7 +162,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	if n.m.access(rel) == overlay.Hidden {
 		return nil, syscall.ENOENT
 	}
-	bs, err := n.m.statRel(rel)
+	bs, err := n.m.be.stat(rel)
 	if err != nil {
 		return nil, errnoOf(err)
 	}
@@ -176,7 +179,7 @@ func (n *node) attrStat(h *handle) (backingStat, error) {
 	if h == nil {
 		return n.lstat()
 	}
-	return fstat(h.fd())
+	return fstat(h.readFd())
 }
 
 // Getattr implements fs.NodeGetattrer (see attrStat).
@@ -197,10 +200,10 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags uint32, mask ui
 	var err error
 	flags &^= unix.AT_SYMLINK_NOFOLLOW | unix.AT_EMPTY_PATH
 	if h := asHandle(f); h != nil {
-		err = unix.Statx(h.fd(), "", int(flags)|unix.AT_EMPTY_PATH, int(mask), &x)
+		err = unix.Statx(h.readFd(), "", int(flags)|unix.AT_EMPTY_PATH, int(mask), &x)
 	} else {
 		var e entry
-		if e, err = n.m.entryAt(n.rel()); err == nil {
+		if e, err = n.m.be.entry(n.rel()); err == nil {
 			err = unix.Statx(e.dir, e.name, int(flags)|unix.AT_SYMLINK_NOFOLLOW, int(mask)|unix.STATX_BTIME, &x)
 			e.close()
 		}
@@ -230,7 +233,7 @@ func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno 
 
 // Readlink implements fs.NodeReadlinker.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	e, err := n.m.entryAt(n.rel())
+	e, err := n.m.be.entry(n.rel())
 	if err != nil {
 		return nil, errnoOf(err)
 	}

@@ -52,12 +52,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	defer unlock()
-	srcE, err := m.entryAt(srcRel)
+	srcE, err := m.be.entry(srcRel)
 	if err != nil {
 		return errnoOf(err)
 	}
 	defer srcE.close()
-	dstE, err := m.entryAt(dstRel)
+	dstE, err := m.be.entry(dstRel)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -119,16 +119,22 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	}
 
-	if err := unix.Renameat2(srcE.dir, srcE.name, dstE.dir, dstE.name, uint(flags)); err != nil {
+	if err := m.be.rename(ctx, srcRel, dstRel, srcE, dstE, flags); err != nil {
 		return errnoOf(err)
 	}
 
-	moved, err := statAt(dstE.dir, dstE.name, false)
+	movedE, err := m.be.moved(dstRel, dstE)
 	if err != nil {
 		m.log.Warn("stat renamed file", "path", dstRel, "err", err)
 		return 0
 	}
-	movedAfter := m.renamedVersion(a, srcBefore, dstE, &moved.st)
+	defer movedE.close()
+	moved, err := statAt(movedE.dir, movedE.name, false)
+	if err != nil {
+		m.log.Warn("stat renamed file", "path", dstRel, "err", err)
+		return 0
+	}
+	movedAfter := m.renamedVersion(a, srcBefore, movedE, &moved.st)
 	if exchange {
 		other, err := statAt(srcE.dir, srcE.name, false)
 		if err != nil {

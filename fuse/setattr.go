@@ -31,6 +31,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		return n.Getattr(ctx, f, out)
 	}
 	h := asHandle(f)
+	if h != nil && !h.writable && m.cfg.Branch != nil {
+		h = nil // a branch's read-only handle may hold the workspace's file: change by name
+	}
 	if h == nil || n.linked() {
 		if errno := m.changeable(rel); errno != 0 {
 			return errno
@@ -94,6 +97,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	var afterVer provider.Version
 	if truncating {
 		op = policy.OpTruncate
+		m.be.changed(rel)
 		n.own.note(a.Session, &after.st)
 		if h != nil {
 			afterVer = m.recordVersion(a, h.fd())
@@ -139,7 +143,11 @@ func (m *mountState) guardTruncate(a policy.Actor, n *node, h *handle, rel strin
 // descriptor, times on the name in its directory without following it.
 // Truncation comes before the times, so an explicit mtime is kept.
 func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
-	e, err := n.m.entryAt(n.rel())
+	size, truncating := in.GetSize()
+	if err := n.m.be.prepare(n.rel(), truncating && size == 0); err != nil {
+		return n.staleIfGone(err)
+	}
+	e, err := n.m.be.entry(n.rel())
 	if err != nil {
 		return err
 	}
@@ -164,6 +172,7 @@ func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
 		if err := unix.Chmod(procPath(fd), mode&07777); err != nil {
 			return err
 		}
+		n.m.be.changed(n.rel())
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()

@@ -16,6 +16,7 @@ const statMask = unix.STATX_BASIC_STATS | unix.STATX_BTIME
 type backingStat struct {
 	st    unix.Stat_t
 	btime uint64 // birth time in ns since the epoch, 0 when unknown
+	ident uint64 // non-zero: the inode number the mount shows instead (backend.carried)
 }
 
 // statAt stats path relative to dirfd (AT_FDCWD for absolute paths) without

@@ -32,7 +32,7 @@ func xattrReply(value, dest []byte) (uint32, syscall.Errno) {
 // through procPath; a symbolic link (whose attributes cannot be reached
 // without following it) answers link. The caller closes the descriptor.
 func (n *node) xattrFd() (fd int, link bool, err error) {
-	e, err := n.m.entryAt(n.rel())
+	e, err := n.m.be.entry(n.rel())
 	if err != nil {
 		return -1, false, err
 	}
@@ -152,6 +152,9 @@ func (n *node) changeXattr(ctx context.Context, change func(path string) error) 
 		return errno
 	}
 	a := m.actor(ctx)
+	if err := m.be.prepare(rel, false); err != nil {
+		return errnoOf(n.staleIfGone(err))
+	}
 	fd, link, err := n.xattrFd()
 	if err != nil {
 		return errnoOf(err)

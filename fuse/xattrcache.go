@@ -27,7 +27,9 @@ import (
 // Nothing else the mount does gives an existing file a label, and a new
 // file is a new node, asked once. Directories are not cached: the watcher
 // compares only their mode and owner, so a label set on one out of band
-// would go unseen.
+// would go unseen. Nor is anything on a branch mount, which reads the
+// files it has not changed from the workspace, whose own mount's changes
+// this mount's engine does not see.
 
 // cachedAbsent lists the attribute names whose absence is remembered, each
 // with its bit in a node's xaAbsent.
@@ -90,7 +92,7 @@ func (k *xaAbsent) learn(epoch, bit uint64) {
 // It returns the epoch to pass to learnXattr with the answer.
 func (n *node) cachedXattrAbsent(attr string) (bit, epoch uint64, ok bool) {
 	bit = cachedAbsent[attr]
-	if bit == 0 || n.StableAttr().Mode == syscall.S_IFDIR {
+	if bit == 0 || n.StableAttr().Mode == syscall.S_IFDIR || n.m.cfg.Branch != nil {
 		return 0, 0, false
 	}
 	epoch = n.m.xattrs.now()

@@ -137,6 +137,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		Logger: log.With("component", "fuse"), Debug: cfg.Debug, AllowOther: cfg.AllowOther,
 		EntryTimeout: orNone(cfg.EntryTO), AttrTimeout: orNone(cfg.AttrTO), Passthrough: cfg.Passthrough,
 		NegativeTimeout: cfg.NegTO, CacheDirs: cfg.DirCache, CacheLinks: cfg.Watch, ReaddirPlus: fuse.ReaddirPlusMode(cfg.ReaddirPlus),
+		Commits: branches,
 	})
 	if err != nil {
 		return err

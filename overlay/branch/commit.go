@@ -294,6 +294,7 @@ func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after af
 		}
 		return nil, nil
 	}
+	defer m.begin(steps)()
 	id := randomID()
 	j := journal{ID: id, Label: cs.Label, State: stateStaging, Staging: StagingDir + "/" + id,
 		Branch: after.branch, Keep: after.keep, Steps: steps}

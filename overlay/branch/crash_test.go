@@ -48,7 +48,7 @@ func bigBranch(t testing.TB, e *env) (before, after map[string]string) {
 const commitSteps = 1 + 200 + 1 + 201 + 2
 
 // crashPoints are the steps a commit is stopped at.
-var crashPoints = []int{0, 1, 2, 100, 199, 200, 201, 202, 203, 204, 250, 300, 350, 400, 401, 402, 403, 404}
+var crashPoints = []int{0, 1, 2, 50, 100, 199, 200, 201, 202, 203, 204, 250, 300, 350, 380, 400, 401, 402, 403, 404}
 
 // TestCommit_StoppedAtAnyStepIsAllOrNothing stops a 200-file commit at
 // each crash point, as a kill -9 would leave the disk (a test hook), then
@@ -116,35 +116,43 @@ func TestCommit_RollsBackWhenAPathChangedWhileDown(t *testing.T) {
 	}
 }
 
-// TestCommit_KilledByKill9IsAllOrNothing runs the commit in a child
-// process that kills itself with SIGKILL at a step, then opens the state
-// again here.
+// TestCommit_KilledByKill9IsAllOrNothing runs a 200-file commit, and the
+// same changes applied as one atomic change set (what fs.patch {atomic}
+// does), in a child process that kills itself with SIGKILL at each crash
+// point, then opens the state again here: entirely before or entirely
+// after.
 func TestCommit_KilledByKill9IsAllOrNothing(t *testing.T) {
 	if os.Getenv("DSH_BRANCH_KILL_AT") != "" {
 		t.Skip("helper")
 	}
-	for _, at := range []int{0, 150, 201, 202, 330, 402, 403} {
-		t.Run(strconv.Itoa(at), func(t *testing.T) {
-			e := newEnv(t)
-			before, after := bigBranch(t, e)
-			require.NoError(t, e.m.Close())
-			cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelper$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "DSH_BRANCH_KILL_AT="+strconv.Itoa(at), "DSH_BRANCH_WS="+e.ws, "DSH_BRANCH_STATE="+e.state)
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee, "%s", out)
-			ws, ok := ee.Sys().(syscall.WaitStatus)
-			require.True(t, ok)
-			require.True(t, ws.Signaled(), "%s", out)
-			assert.Equal(t, syscall.SIGKILL, ws.Signal())
-			e.open()
-			if at <= 200 {
-				assert.Equal(t, before, e.snapshot())
-			} else {
-				assert.Equal(t, after, e.snapshot())
+	for _, how := range []string{"commit", "atomic"} {
+		for _, at := range crashPoints {
+			if how == "atomic" && at == commitSteps-1 {
+				continue // an atomic change set has no branch to reset: one step fewer
 			}
-			assertClean(t, e)
-		})
+			t.Run(how+"/"+strconv.Itoa(at), func(t *testing.T) {
+				e := newEnv(t)
+				before, after := bigBranch(t, e)
+				require.NoError(t, e.m.Close())
+				cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelper$", "-test.count=1")
+				cmd.Env = append(os.Environ(), "DSH_BRANCH_KILL_AT="+strconv.Itoa(at), "DSH_BRANCH_HOW="+how,
+					"DSH_BRANCH_WS="+e.ws, "DSH_BRANCH_STATE="+e.state)
+				out, err := cmd.CombinedOutput()
+				var ee *exec.ExitError
+				require.ErrorAs(t, err, &ee, "%s", out)
+				ws, ok := ee.Sys().(syscall.WaitStatus)
+				require.True(t, ok)
+				require.True(t, ws.Signaled(), "%s", out)
+				assert.Equal(t, syscall.SIGKILL, ws.Signal())
+				e.open()
+				if at <= 200 {
+					assert.Equal(t, before, e.snapshot())
+				} else {
+					assert.Equal(t, after, e.snapshot())
+				}
+				assertClean(t, e)
+			})
+		}
 	}
 }
 
@@ -166,6 +174,16 @@ func TestKillHelper(t *testing.T) {
 		return nil
 	}
 	e.open()
+	if os.Getenv("DSH_BRANCH_HOW") == "atomic" {
+		b, err := e.m.Get("big")
+		require.NoError(t, err)
+		b.mu.RLock()
+		cs := b.changeSet()
+		b.mu.RUnlock()
+		cs.Label = "atomic patch"
+		_, err = e.m.Apply(context.Background(), cs, Hooks{})
+		t.Fatalf("atomic apply returned (%v) instead of being killed at %d", err, at)
+	}
 	_, err = e.m.Commit(context.Background(), "big", false, Hooks{})
 	t.Fatalf("commit returned (%v) instead of being killed at %d", err, at)
 }

@@ -48,5 +48,15 @@
 // can see a commit half applied while it runs; readers through dshmount
 // wait for the per-target locks.
 //
+// # Mounts
+//
+// A FUSE mount of a branch (package fuse) reads and writes the files of
+// UpperDir itself, and changes a path's state only through the operations
+// of mount.go (CopyUp, CreateFile, Mkdir, Symlink, Remove, RemoveDir,
+// Rename, Chmod), which keep the records. The socket-facing mutations take
+// the same per-target locks (the workspace's lock table, branch keys) as
+// the mount's check-then-change sequences. A hard link, or a rename of a
+// directory the workspace has, has no record: both are refused.
+//
 // It must not know about FUSE, sockets or the observation policy.
 package branch

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/provider"
@@ -50,7 +51,8 @@ type Manager struct {
 	now      func() time.Time
 	hooks    testHooks
 
-	commitMu sync.Mutex // one commit at a time
+	commitMu sync.Mutex                   // one commit at a time
+	active   atomic.Pointer[activeCommit] // the commit being applied, if any
 
 	mu       sync.Mutex
 	branches map[string]*Branch
@@ -155,7 +157,7 @@ func (m *Manager) load(name string) (*Branch, error) {
 }
 
 // removeOrphans deletes upper files no record describes (a kill between
-// a copy-up and its record).
+// a copy-up and its record); a link the branch made is described.
 func (b *Branch) removeOrphans() {
 	up := filepath.Join(b.dir, "upper")
 	_ = filepath.WalkDir(up, func(p string, d fs.DirEntry, err error) error {
@@ -167,7 +169,7 @@ func (b *Branch) removeOrphans() {
 			return nil
 		}
 		rel = filepath.ToSlash(rel)
-		if e, ok := b.entries[rel]; !ok || e.Kind != kindFile {
+		if e, ok := b.entries[rel]; !ok || e.Kind != kindFile && e.Kind != kindSymlink {
 			_ = os.Remove(p)
 		}
 		return nil

@@ -141,12 +141,21 @@ func (b *Branch) upperPath(rel string) string {
 	return filepath.Join(b.dir, "upper", filepath.FromSlash(rel))
 }
 
-// mutate runs a change of rel against its upper file.
+// mutate runs a change of rel against its upper file. Like the
+// workspace's mutations, it holds the target's per-target lock (the
+// workspace provider's lock table, under the branch key) from its guard
+// to its publication, so a mount's check-then-change of the same branch
+// path serialises with it.
 func (b *Branch) mutate(ctx context.Context, op string, t provider.Target, change func(ut provider.Target) (provider.Version, error)) error {
 	rel, err := b.rel(op, t)
 	if err != nil {
 		return err
 	}
+	unlock, err := b.lower.Lock(ctx, t.Key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.usable(op, rel); err != nil {
@@ -236,6 +245,11 @@ func (b *Branch) DeleteFile(ctx context.Context, t provider.Target, expected *pr
 	if err != nil {
 		return provider.DeleteOutcome{}, err
 	}
+	unlock, err := b.lower.Lock(ctx, t.Key)
+	if err != nil {
+		return provider.DeleteOutcome{}, err
+	}
+	defer unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.usable("delete", rel); err != nil {
@@ -300,6 +314,11 @@ func (b *Branch) MoveFile(ctx context.Context, src, dst provider.Target, opts pr
 	if sr == dr {
 		return out, provider.NewError(provider.CodeSameTarget, "move", sr, nil, "source and destination are the same file (%s)", sr)
 	}
+	unlock, err := b.lower.Lock(ctx, src.Key, dst.Key)
+	if err != nil {
+		return out, err
+	}
+	defer unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.usable("move", sr); err != nil {

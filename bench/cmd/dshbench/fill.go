@@ -17,9 +17,15 @@ func runFill(args []string) error {
 	if err := f.Parse(args); err != nil {
 		return err
 	}
+	return fillDir(*dir, *n)
+}
+
+// fillDir creates n small files below dir, 1,000 per directory d<k>, named
+// f<i>.
+func fillDir(dir string, n int) error {
 	data := []byte("tracked file\n")
-	for i := range *n {
-		d := filepath.Join(*dir, "d"+strconv.Itoa(i/1000))
+	for i := range n {
+		d := filepath.Join(dir, "d"+strconv.Itoa(i/1000))
 		if i%1000 == 0 {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return fmt.Errorf("fill: %w", err)

@@ -32,7 +32,7 @@ type runConfig struct {
 	RandTime  time.Duration
 	EditTime  time.Duration
 	ServeArgs string // extra flags for dshmount serve
-	Only      string // comma-separated subset: native,loopback,dshmount,fsmonitor,stores
+	Only      string // comma-separated subset: native,loopback,dshmount,fsmonitor,stores,branches
 	Unbound   bool   // also run the file-system workloads on the mount unbound
 }
 
@@ -62,8 +62,8 @@ func runAll(args []string) error {
 	f.DurationVar(&c.RandTime, "rand-time", 5*time.Second, "random-read duration")
 	f.DurationVar(&c.EditTime, "edit-time", 2*time.Second, "guarded-edit run duration")
 	f.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for dshmount serve (space separated)")
-	f.StringVar(&c.Only, "only", "native,loopback,dshmount,fsmonitor,stores",
-		"targets to run (fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd)")
+	f.StringVar(&c.Only, "only", "native,loopback,dshmount,fsmonitor,stores,branches",
+		"targets to run (fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd; branches: create, copy-up, commit and diff costs)")
 	f.BoolVar(&c.Unbound, "unbound", true, "also run the file-system workloads on the mount unbound (no session: the guard's cost is the difference)")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -133,6 +133,11 @@ func runAll(args []string) error {
 	}
 	if only("stores") {
 		if err := runStores(&c, self, base, res); err != nil {
+			return err
+		}
+	}
+	if only("branches") {
+		if err := runBranches(&c, base, res); err != nil {
 			return err
 		}
 	}

@@ -107,6 +107,7 @@ func printTable(w io.Writer, res *Results) {
 			res.Memory["state_bytes"]/(1<<20), res.Memory["state_bytes_per_file"])
 	}
 	printFsmonitor(w, res.Targets["fsmonitor"])
+	printBranches(w, res.Targets["branches"])
 	printSpeedTargets(w, res)
 	for name, line := range res.MountOpt {
 		fmt.Fprintf(w, "mount (%s): %s\n", name, line)

@@ -43,3 +43,21 @@ func TestPrintTable_ShowsUnboundAndBothTargets(t *testing.T) {
 	assert.Contains(t, out.String(), "1.20×", "the unbound ratio")
 	assert.Contains(t, out.String(), "≤2 met; ≤½ loopback met")
 }
+
+func TestPrintBranches_EachRowWithItsTarget(t *testing.T) {
+	r := &Report{Target: "branches"}
+	r.add("branch_create_100k", "ms", false, 2)
+	r.add("branch_first_edit_1MiB", "ms", false, 40)
+	r.add("branch_next_edit_1MiB", "ms", false, 25)
+	r.add("branch_commit_200", "ms", false, 90)
+	r.add("branch_diff_10k", "s", false, 2)
+	r.add("branch_diff_rss_growth", "MiB", false, 8)
+	r.finish()
+	var out bytes.Buffer
+	printTable(&out, &Results{Targets: map[string]*Report{"branches": r}})
+	s := out.String()
+	assert.Contains(t, s, "branch.create")
+	assert.Regexp(t, `its copy-up .*15\.0\d* ms; target < 10 ms: NOT met`, s, "copy-up is the first edit minus the next")
+	assert.Regexp(t, `200 changed files .*90\.0\d* ms; target < 1000 ms: met`, s)
+	assert.Contains(t, s, "RSS +8.0 MiB")
+}
