@@ -61,21 +61,52 @@ func (b *Branch) keepBaseBytes(op, rel string, data []byte, mode os.FileMode) (f
 // keepBaseFile copies the open regular file src (from its start) as
 // rel's base copy with mode's permission bits; a file over maxDiffBytes
 // keeps none. want, when a content version, must be the version of the
-// bytes read, or nothing is kept (the file changed meanwhile). The
-// returned undo removes the copy.
+// bytes read, or nothing is kept (the file changed meanwhile); without
+// it the bytes are trusted (the branch's own copy, just hashed) and
+// copied in the kernel. The returned undo removes the copy.
 func (b *Branch) keepBaseFile(op, rel string, src *os.File, size int64, mode os.FileMode, want provider.Version) (func(), error) {
 	none := func() {}
 	if size > maxDiffBytes {
 		return none, nil
 	}
-	data, err := io.ReadAll(io.NewSectionReader(src, 0, maxDiffBytes+1))
+	if isContentVersion(want) {
+		data := make([]byte, size)
+		n, err := src.ReadAt(data, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return none, b.baseError(op, rel, err)
+		}
+		if local.VersionOfBytes(data[:n]) != want {
+			return none, nil
+		}
+		return b.keepBaseBytes(op, rel, data[:n], mode)
+	}
+	bp := b.basePath(rel)
+	if err := os.MkdirAll(filepath.Dir(bp), 0o755); err != nil {
+		return none, b.baseError(op, rel, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(bp), ".tmp-")
 	if err != nil {
 		return none, b.baseError(op, rel, err)
 	}
-	if len(data) > maxDiffBytes || isContentVersion(want) && local.VersionOfBytes(data) != want {
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	defer tmp.Close()
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return none, b.baseError(op, rel, err)
+	}
+	n, err := io.Copy(tmp, io.LimitReader(src, maxDiffBytes+1)) // copy_file_range
+	if err != nil {
+		return none, b.baseError(op, rel, err)
+	}
+	if n > maxDiffBytes {
 		return none, nil
 	}
-	return b.keepBaseBytes(op, rel, data, mode)
+	if err := tmp.Chmod(mode.Perm()); err != nil {
+		return none, b.baseError(op, rel, err)
+	}
+	if err := os.Rename(tmp.Name(), bp); err != nil {
+		return none, b.baseError(op, rel, err)
+	}
+	return func() { _ = os.Remove(bp) }, nil
 }
 
 // keepBaseFromWorkspace copies the workspace's regular file rel as its
