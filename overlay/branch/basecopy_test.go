@@ -203,3 +203,32 @@ func TestRestart_DropsOrphanBaseCopies(t *testing.T) {
 	assert.Equal(t, "<absent>", baseOf(t, b, "b.txt"))
 	assert.Equal(t, "<absent>", baseOf(t, b, ".tmp-123"))
 }
+
+func TestMountSaveAndRemove_KeepTheBase(t *testing.T) {
+	e := newEnv(t)
+	e.put("a.txt", "a0\n")
+	e.put("r.txt", "r0\n")
+	b, err := e.m.Create("m")
+	require.NoError(t, err)
+	ctx := context.Background()
+	// An editor's save: a new temp file renamed over the workspace file.
+	require.NoError(t, b.CreateFile(ctx, ".a.txt.swp", func() error {
+		return os.WriteFile(filepath.Join(b.UpperDir(), ".a.txt.swp"), []byte("a1\n"), 0o644)
+	}))
+	require.NoError(t, b.Rename(ctx, ".a.txt.swp", "a.txt", false))
+	require.NoError(t, b.Remove(ctx, "r.txt"))
+	assert.Equal(t, "a0\n", baseOf(t, b, "a.txt"))
+	assert.Equal(t, "r0\n", baseOf(t, b, "r.txt"))
+	e.put("a.txt", "other\n")
+	e.put("r.txt", "other\n")
+	page, err := b.Diff(ctx, 0, 0)
+	require.NoError(t, err)
+	require.Len(t, page.Files, 2)
+	for _, f := range page.Files {
+		assert.True(t, f.Conflict, f.Path)
+		assert.False(t, f.NoBase, f.Path)
+	}
+	assert.Contains(t, page.Diff, "-a0\n+a1\n")
+	assert.Contains(t, page.Diff, "-r0\n")
+	assert.NotContains(t, page.Diff, "other")
+}

@@ -400,6 +400,11 @@ func (b *Branch) Rename(ctx context.Context, src, dst string, noReplace bool) er
 			return ErrExists
 		}
 		dstBase = v
+		// The workspace file replaced (an editor's save): its bytes are
+		// the base copy branch.diff shows the change against.
+		if _, err := b.keepBaseFromWorkspace("rename", dst, v); err != nil {
+			return err
+		}
 	}
 	parents, err := b.parentRecords(ctx, "rename", dst)
 	if err != nil {
