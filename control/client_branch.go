@@ -27,3 +27,13 @@ func (c *Client) BranchCommit(ctx context.Context, p BranchCommitParams) (*Branc
 func (c *Client) BranchDiscard(ctx context.Context, name string) error {
 	return c.Call(ctx, MethodBranchDiscard, BranchNameParams{Name: name}, nil)
 }
+
+// BranchMount calls branch.mount.
+func (c *Client) BranchMount(ctx context.Context, p BranchMountParams) (*BranchMountResult, error) {
+	return callTyped[BranchMountResult](ctx, c, MethodBranchMount, p)
+}
+
+// BranchUnmount calls branch.unmount.
+func (c *Client) BranchUnmount(ctx context.Context, name string) error {
+	return c.Call(ctx, MethodBranchUnmount, BranchNameParams{Name: name}, nil)
+}

@@ -20,6 +20,8 @@ func (s *Server) branchMethods(t map[string]handler) {
 	t[MethodBranchDiff] = s.branchDiff
 	t[MethodBranchCommit] = s.branchCommit
 	t[MethodBranchDiscard] = s.branchDiscard
+	t[MethodBranchMount] = s.branchMount
+	t[MethodBranchUnmount] = s.branchUnmount
 }
 
 // branchScopes holds, per branch, the engine that serves the fs.* methods
@@ -30,11 +32,15 @@ type branchScopes struct {
 
 	mu      sync.Mutex
 	engines map[*branch.Branch]*policy.Engine
+
+	mounts *branchMounts
 }
 
-// newBranchScopes returns the scopes of mgr (nil: branches unsupported).
-func newBranchScopes(mgr *branch.Manager, fs provider.FileSystem) *branchScopes {
-	bs := &branchScopes{mgr: mgr, engines: map[*branch.Branch]*policy.Engine{}}
+// newBranchScopes returns the scopes of mgr (nil: branches unsupported),
+// mounted through mounter (nil: branch mounts unsupported).
+func newBranchScopes(mgr *branch.Manager, fs provider.FileSystem, mounter BranchMounter) *branchScopes {
+	bs := &branchScopes{mgr: mgr, engines: map[*branch.Branch]*policy.Engine{},
+		mounts: &branchMounts{mounter: mounter, live: map[string]*branchMount{}}}
 	if v, ok := fs.(*overlay.View); ok {
 		bs.rules = v.Rules()
 	}
@@ -136,25 +142,50 @@ func (s *Server) setSessionBranch(session policy.SessionID, name string) error {
 	return s.br.mgr.SetSessionBranch(string(session), name)
 }
 
-// branchCreate makes a branch.
-func (s *Server) branchCreate(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+// branchCreate makes a branch, and mounts it when asked to: a mount
+// directory refused or a mount that fails leaves no branch.
+func (s *Server) branchCreate(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p BranchCreateParams
 	if err := decodeParams(MethodBranchCreate, params, &p); err != nil {
 		return nil, err
 	}
-	if p.Mount != "" {
-		return nil, provider.NewError(provider.CodeInvalidArgument, "branch", p.Mount, nil,
-			"branch mounts are not supported yet; create the branch without mount and work in it with the branch parameter of the fs methods")
-	}
 	if s.br.mgr == nil {
 		return nil, errNoBranches
+	}
+	if p.Mount == "" {
+		b, err := s.br.mgr.Create(p.Name)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("branch created", "branch", p.Name)
+		return BranchInfo{Name: b.Name(), Created: b.Created()}, nil
+	}
+	if s.br.mounts.mounter == nil {
+		return nil, errNoBranchMounts
+	}
+	if err := branch.ValidateName(p.Name); err != nil {
+		return nil, err
+	}
+	bm := s.br.mounts
+	bm.ops.Lock()
+	defer bm.ops.Unlock()
+	dir, err := s.checkMountDir(c.peer().UID, p.Mount, p.Cwd)
+	if err != nil {
+		return nil, err
 	}
 	b, err := s.br.mgr.Create(p.Name)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("branch created", "branch", p.Name)
-	return BranchInfo{Name: b.Name(), Created: b.Created()}, nil
+	if err := s.mountRecorded(ctx, b, dir); err != nil {
+		if derr := s.br.mgr.Discard(p.Name); derr != nil {
+			s.log.Error("branch whose mount failed not removed", "branch", p.Name, "err", derr)
+		}
+		s.br.forget(p.Name)
+		return nil, err
+	}
+	s.log.Info("branch created", "branch", p.Name, "mount", dir)
+	return BranchInfo{Name: b.Name(), Created: b.Created(), Mount: dir}, nil
 }
 
 // branchList lists the branches.
@@ -168,7 +199,8 @@ func (s *Server) branchList(_ context.Context, _ *conn, params json.RawMessage) 
 	}
 	res := BranchListResult{Branches: []BranchInfo{}}
 	for _, i := range s.br.mgr.List() {
-		res.Branches = append(res.Branches, BranchInfo{Name: i.Name, Created: i.Created, Changed: i.Changed})
+		res.Branches = append(res.Branches, BranchInfo{Name: i.Name, Created: i.Created, Changed: i.Changed,
+			Mount: s.br.mounts.mountedAt(i.Name)})
 	}
 	return res, nil
 }
@@ -198,7 +230,8 @@ func (s *Server) branchDiff(ctx context.Context, _ *conn, params json.RawMessage
 	}
 	res := BranchDiffResult{Files: make([]BranchFile, 0, len(page.Files)), Diff: page.Diff, Total: page.Total}
 	for _, f := range page.Files {
-		res.Files = append(res.Files, BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary})
+		res.Files = append(res.Files, BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary,
+			Conflict: f.Conflict, NoBase: f.NoBase})
 	}
 	if next := p.Offset + len(page.Files); next < page.Total {
 		res.Next = &next
@@ -219,8 +252,25 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 	if err != nil {
 		return nil, err
 	}
+	mounted := ""
+	if !p.Keep {
+		// The branch goes with the commit: its mount goes first, and comes
+		// back when the commit is refused.
+		bm := s.br.mounts
+		bm.ops.Lock()
+		defer bm.ops.Unlock()
+		if _, err := s.br.mgr.Get(p.Name); err != nil {
+			return nil, err
+		}
+		if mounted, err = s.unmountBranch(ctx, p.Name); err != nil {
+			return nil, err
+		}
+	}
 	files, err := s.br.mgr.Commit(ctx, p.Name, p.Keep, s.commitHooks(a, "branch "+p.Name+" commit"))
 	if err != nil {
+		if mounted != "" {
+			s.remount(ctx, p.Name, mounted)
+		}
 		return nil, conflictError(err)
 	}
 	if !p.Keep {
@@ -290,7 +340,7 @@ func conflictError(err error) error {
 }
 
 // branchDiscard drops a branch.
-func (s *Server) branchDiscard(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) branchDiscard(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
 	var p BranchNameParams
 	if err := decodeParams(MethodBranchDiscard, params, &p); err != nil {
 		return nil, err
@@ -298,7 +348,20 @@ func (s *Server) branchDiscard(_ context.Context, _ *conn, params json.RawMessag
 	if s.br.mgr == nil {
 		return nil, errNoBranches
 	}
+	bm := s.br.mounts
+	bm.ops.Lock()
+	defer bm.ops.Unlock()
+	if _, err := s.br.mgr.Get(p.Name); err != nil {
+		return nil, err
+	}
+	mounted, err := s.unmountBranch(ctx, p.Name)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.br.mgr.Discard(p.Name); err != nil {
+		if mounted != "" {
+			s.remount(ctx, p.Name, mounted)
+		}
 		return nil, err
 	}
 	s.br.forget(p.Name) // a session defaulting to it now gets "no branch named"

@@ -340,6 +340,7 @@ type WatchParams struct {
 	Cwd       string  `json:"cwd,omitempty"`
 	Recursive bool    `json:"recursive,omitempty"`
 	Since     *uint64 `json:"since,omitempty"`
+	Branch    string  `json:"branch,omitempty"` // watch the path as this branch shows it
 }
 
 // WatchResult is the result of fs.watch. Seq is the seq the watch starts

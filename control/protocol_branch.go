@@ -9,21 +9,48 @@ const (
 	MethodBranchDiff    = "branch.diff"
 	MethodBranchCommit  = "branch.commit"
 	MethodBranchDiscard = "branch.discard"
+	MethodBranchMount   = "branch.mount"
+	MethodBranchUnmount = "branch.unmount"
 )
 
-// BranchCreateParams are the params of branch.create. Mount is accepted
-// and refused: branch mounts are not supported yet.
+// BranchCreateParams are the params of branch.create. With Mount the
+// branch is also served as a FUSE mount at that directory (see
+// BranchMountParams); a refused mount leaves no branch.
 type BranchCreateParams struct {
 	Name  string `json:"name"`
 	Mount string `json:"mount,omitempty"`
+	Cwd   string `json:"cwd,omitempty"` // the caller's absolute working directory, for a relative Mount
+}
+
+// BranchMountParams are the params of branch.mount: serve an existing
+// branch as a FUSE mount at Mount, absolute or relative to Cwd (the
+// caller's absolute working directory). The directory must exist, be
+// empty, not be a mount point already, and lie outside the workspace and
+// its mount; the caller (unless root) must own it. Refusals:
+// FS_INVALID_ARGUMENT (relative without an absolute cwd, not empty,
+// already a mount point, or the branch is already mounted), FS_NOT_FOUND
+// (no such directory or branch), FS_NOT_DIRECTORY, FS_SANDBOX_DENIED
+// (inside the workspace, its mount or another branch's mount),
+// FS_PERMISSION_DENIED (not the caller's). The directory is recorded with
+// the branch: the daemon mounts it there again when it starts.
+type BranchMountParams struct {
+	Name  string `json:"name"`
+	Mount string `json:"mount"`
+	Cwd   string `json:"cwd,omitempty"`
+}
+
+// BranchMountResult is the result of branch.mount: the absolute mount
+// directory.
+type BranchMountResult struct {
+	Mount string `json:"mount"`
 }
 
 // BranchInfo describes one branch.
 type BranchInfo struct {
 	Name    string    `json:"name"`
 	Created time.Time `json:"created"`
-	Mount   string    `json:"mount,omitempty"`
-	Changed int       `json:"changed"` // paths the branch changed
+	Mount   string    `json:"mount,omitempty"` // where the branch is mounted now
+	Changed int       `json:"changed"`         // paths the branch changed
 }
 
 // BranchListResult is the result of branch.list, by name.
@@ -31,7 +58,7 @@ type BranchListResult struct {
 	Branches []BranchInfo `json:"branches"`
 }
 
-// BranchNameParams name one branch (branch.discard).
+// BranchNameParams name one branch (branch.discard, branch.unmount).
 type BranchNameParams struct {
 	Name string `json:"name"`
 }
@@ -49,12 +76,19 @@ type BranchDiffParams struct {
 const DefaultDiffLimit = 200
 
 // BranchFile is one changed file: status "added", "modified", "deleted" or
-// "renamed" (with From).
+// "renamed" (with From). The diff is the branch's own change (against the
+// bytes it started from). Conflict: the workspace changed the file since
+// (or gained an added one): a commit is refused until it is resolved.
+// NoBase: the branch kept no copy of its starting bytes (over 8 MiB, or a
+// branch older than base copies), so the diff is against the workspace's
+// current file (with Conflict, it also undoes the workspace's change).
 type BranchFile struct {
-	Path   string `json:"path"`
-	Status string `json:"status"`
-	From   string `json:"from,omitempty"`
-	Binary bool   `json:"binary,omitempty"`
+	Path     string `json:"path"`
+	Status   string `json:"status"`
+	From     string `json:"from,omitempty"`
+	Binary   bool   `json:"binary,omitempty"`
+	Conflict bool   `json:"conflict,omitempty"`
+	NoBase   bool   `json:"no_base,omitempty"`
 }
 
 // BranchDiffResult is one page of branch.diff: its files and their

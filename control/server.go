@@ -71,6 +71,9 @@ type Config struct {
 	// Branches keeps the branches of branch.* and of the fs.* methods'
 	// branch parameter; nil: they answer an error.
 	Branches *branch.Manager
+	// BranchMounts serves branches as FUSE mounts (branch.create's mount,
+	// branch.mount); nil: those are refused.
+	BranchMounts BranchMounter
 
 	// ExternalWatched reports whether the backing-tree watcher runs (nil:
 	// it does not); without it fs.changes cannot vouch for changes made in
@@ -236,7 +239,10 @@ func NewServer(cfg Config) (*Server, error) {
 		pending:  &byteBudget{max: cfg.MaxPendingBytes},
 		requests: make(chan struct{}, cfg.MaxRequests),
 	}
-	s.br = newBranchScopes(cfg.Branches, s.fs)
+	s.br = newBranchScopes(cfg.Branches, s.fs, cfg.BranchMounts)
+	if cfg.Branches != nil {
+		s.auditRecovered(cfg.Branches.TakeRecovered())
+	}
 	s.table = s.handlers()
 	for name := range s.table {
 		s.counters[name] = &methodCounter{}

@@ -34,7 +34,8 @@ import (
 // list is a creation at the destination, one into such a directory a
 // deletion of the source.
 // Paths the view hides are never audited, so never reported. A watch
-// follows the workspace: changes made inside a branch are not reported. A peer of
+// follows the workspace: changes made inside a branch are not reported;
+// a watch with branch follows that branch instead (branch_watch.go). A peer of
 // another uid than root and the daemon's sees every change in its scope
 // (as inotify would show it) but only the channel of other uids' changes:
 // their session, session name, pid and uid are left out (fs.log shows
@@ -55,6 +56,10 @@ type watchState struct {
 	// listable remembers which directories they may list.
 	creds    *creds
 	listable map[string]bool
+	// br is the watched branch (nil: the workspace); fs is what the watch
+	// shows (the workspace view or the branch's).
+	br *branch.Branch
+	fs provider.FileSystem
 
 	once    sync.Once
 	release func() // gives the watch's slot back
@@ -65,6 +70,10 @@ type watchState struct {
 func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p WatchParams
 	if err := decodeParams(MethodWatch, params, &p); err != nil {
+		return nil, err
+	}
+	ctx, br, err := s.watchBranch(ctx, c, p.Branch)
+	if err != nil {
 		return nil, err
 	}
 	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
@@ -108,6 +117,8 @@ func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (an
 		stopCh:  make(chan struct{}),
 		release: release,
 		creds:   c.creds,
+		br:      br,
+		fs:      s.fsys(ctx),
 		// Checked above: the watched path's directory, or the directory
 		// itself.
 		listable: map[string]bool{t.DisplayPath: true, path.Dir(t.DisplayPath): true},
@@ -126,15 +137,16 @@ func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (an
 // that it may read what it watches: a directory must be listable, a file
 // readable, and a missing path's directory listable.
 func (s *Server) mayWatch(ctx context.Context, t provider.Target) error {
-	info, err := s.fs.Stat(ctx, t)
+	fsys := s.fsys(ctx)
+	info, err := fsys.Stat(ctx, t)
 	switch {
 	case provider.CodeOf(err) == provider.CodeNotFound || (err == nil && info == nil):
 		if t.DisplayPath == "." {
 			return provider.NewError(provider.CodeNotFound, "watch", ".", nil, "the workspace root is gone")
 		}
-		dir, derr := s.fs.Resolve(ctx, path.Dir(t.DisplayPath), provider.ResolveOptions{})
+		dir, derr := fsys.Resolve(ctx, path.Dir(t.DisplayPath), provider.ResolveOptions{})
 		if derr == nil {
-			_, derr = s.fs.ListDir(ctx, dir)
+			_, derr = fsys.ListDir(ctx, dir)
 		}
 		if derr != nil {
 			return fmt.Errorf("watch %s (it does not exist; its directory must): %w", t.DisplayPath, derr)
@@ -143,9 +155,9 @@ func (s *Server) mayWatch(ctx context.Context, t provider.Target) error {
 	case err != nil:
 		return fmt.Errorf("watch %s: %w", t.DisplayPath, err)
 	case info.Type == provider.TypeDirectory:
-		_, err = s.fs.ListDir(ctx, t)
+		_, err = fsys.ListDir(ctx, t)
 	default:
-		_, err = s.fs.ReadByteRange(ctx, t, provider.ByteRange{})
+		_, err = fsys.ReadByteRange(ctx, t, provider.ByteRange{})
 		if provider.CodeOf(err) == provider.CodeNotRegularFile {
 			err = nil // a symlink or a special file: nothing to read, nothing leaks
 		}
@@ -197,6 +209,14 @@ func (s *Server) deliver(c *conn, w *watchState) {
 				return
 			}
 			last = it.Entry.Seq
+			if !s.branchAlive(w) {
+				flush()
+				c.notify(NotifyChanged, ChangeEvent{Watch: w.id, Seq: last, Path: w.scope.root, Kind: ChangeLost})
+				if stop, ok := c.removeWatch(w.id); ok {
+					stop()
+				}
+				return
+			}
 			ev, ok := s.eventFor(w, it.Entry)
 			if ok && w.creds != nil {
 				ev, ok = s.visibleTo(c.ctx, w, ev)
@@ -229,10 +249,16 @@ func (s *Server) deliver(c *conn, w *watchState) {
 
 // eventFor maps an entry to w's event, or false when it is out of scope.
 func (s *Server) eventFor(w *watchState, e policy.AuditEntry) (ChangeEvent, bool) {
-	if branch.IsKey(e.Key) {
+	if w.br == nil && branch.IsKey(e.Key) {
 		return ChangeEvent{}, false // made in a branch, not in the workspace a watch follows
 	}
 	ev := changeOf(e)
+	if w.br != nil {
+		var ok bool
+		if ev, ok = inBranchView(w.br, e, ev); !ok {
+			return ChangeEvent{}, false
+		}
+	}
 	if !w.scope.covers(ev.Path) && !w.scope.covers(ev.To) {
 		return ChangeEvent{}, false
 	}
@@ -278,9 +304,9 @@ func (s *Server) mayList(ctx context.Context, w *watchState, dir string) bool {
 	}
 	ok := false
 	err := w.creds.run(s.self, func() {
-		t, err := s.fs.Resolve(ctx, dir, provider.ResolveOptions{})
+		t, err := w.fs.Resolve(ctx, dir, provider.ResolveOptions{})
 		if err == nil {
-			_, err = s.fs.ListDir(ctx, t)
+			_, err = w.fs.ListDir(ctx, t)
 		}
 		ok = err == nil
 	})

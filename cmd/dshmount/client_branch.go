@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,9 +16,10 @@ import (
 // branchVerb is "dshmount branch": create, list, diff, commit, discard.
 func branchVerb() clientVerb {
 	return clientVerb{name: "branch", summary: "create, list, review, commit or discard a copy-on-write branch",
-		synopsis: "create NAME | list | diff NAME [--stat] [--patch] | commit NAME [--keep] | discard NAME",
-		minArgs:  1, maxArgs: 2, do: doBranch,
+		synopsis: "create NAME [--mount DIR] | list | diff NAME [--stat] [--patch] | commit NAME [--keep] | discard NAME | mount NAME DIR | unmount NAME",
+		minArgs:  1, maxArgs: 3, do: doBranch,
 		flags: func(fs *flag.FlagSet, o *verbOpts) {
+			fs.StringVar(&o.mountDir, "mount", "", "create: also serve the branch as a mount at this empty directory (see mount)")
 			fs.BoolVar(&o.stat, "stat", false, "diff: one line per changed file and the lines added and removed")
 			fs.BoolVar(&o.asPatch, "patch", false, "diff: print the changes as an apply_patch text instead of a unified diff")
 			fs.BoolVar(&o.keep, "keep", false, "commit: keep the branch, empty, over the new workspace state")
@@ -25,8 +27,10 @@ func branchVerb() clientVerb {
 		help: "A branch is a named copy-on-write layer over the workspace: requests with its name\n" +
 			"(the branch parameter of the socket methods, session.open {branch}) change only the\n" +
 			"branch; files it has not changed show the live workspace.\n\n" +
-			"  create NAME     make an empty branch (NAME: 1-64 of A-Z a-z 0-9 . _ -)\n" +
-			"  list            the branches, when made, how many paths each changed\n" +
+			"  create NAME     make an empty branch (NAME: 1-64 of A-Z a-z 0-9 . _ -);\n" +
+			"                  with --mount DIR, also mount it at DIR (as mount does)\n" +
+			"  list            the branches, when made, how many paths each changed, where\n" +
+			"                  each is mounted\n" +
 			"  diff NAME       what the branch changed, as a unified diff 'git apply' takes\n" +
 			"                  (binary files named only); --stat summarises, --patch prints an\n" +
 			"                  apply_patch text\n" +
@@ -34,7 +38,17 @@ func branchVerb() clientVerb {
 			"                  workspace changed a path since the branch started from it,\n" +
 			"                  nothing is applied (FS_STALE_VERSION naming the paths, exit 1)\n" +
 			"                  and the branch stays; --keep keeps the branch, empty\n" +
-			"  discard NAME    drop the branch and everything in it"}
+			"  discard NAME    drop the branch and everything in it (unmounting it first)\n" +
+			"  mount NAME DIR  serve the branch as a second mount at DIR, so editors, builds\n" +
+			"                  and git work in it: DIR (absolute or relative to the current\n" +
+			"                  directory) must be an empty directory of yours, outside the\n" +
+			"                  workspace and its mount, and not a mount point. The daemon\n" +
+			"                  mounts it there again when it restarts. 'dshmount exec\n" +
+			"                  --branch NAME -- CMD' runs CMD in it, bound to a session\n" +
+			"  unmount NAME    end the branch's mount (the branch stays); a busy mount is\n" +
+			"                  detached lazily\n\n" +
+			"commit (without --keep) and discard unmount the branch first; a refused commit\n" +
+			"mounts it again."}
 }
 
 func doBranch(ctx context.Context, e *clientEnv) error {
@@ -49,16 +63,49 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		}
 		return nil
 	}
+	if len(e.args) > 2 && sub != "mount" {
+		return &usageError{msg: fmt.Sprintf("branch %s takes one branch name; run 'dshmount branch --help'", sub)}
+	}
+	if e.opts.mountDir != "" && sub != "create" {
+		return &usageError{msg: "--mount goes with branch create; for an existing branch use 'dshmount branch mount NAME DIR'"}
+	}
 	switch sub {
 	case "create":
 		if err := needName(); err != nil {
 			return err
 		}
-		info, err := e.client.BranchCreate(ctx, control.BranchCreateParams{Name: name})
+		p := control.BranchCreateParams{Name: name}
+		if e.opts.mountDir != "" {
+			p.Mount, p.Cwd = absDir(e.opts.mountDir), shellDir()
+		}
+		info, err := e.client.BranchCreate(ctx, p)
 		if err != nil {
 			return err
 		}
-		return e.emit(info, func(w io.Writer) { fmt.Fprintf(w, "created branch %s\n", info.Name) })
+		return e.emit(info, func(w io.Writer) {
+			fmt.Fprintf(w, "created branch %s", info.Name)
+			if info.Mount != "" {
+				fmt.Fprintf(w, ", mounted at %s", info.Mount)
+			}
+			fmt.Fprintln(w)
+		})
+	case "mount":
+		if len(e.args) != 3 {
+			return &usageError{msg: "branch mount needs a branch name and a directory: dshmount branch mount NAME DIR"}
+		}
+		res, err := e.client.BranchMount(ctx, control.BranchMountParams{Name: name, Mount: absDir(e.args[2]), Cwd: shellDir()})
+		if err != nil {
+			return err
+		}
+		return e.emit(res, func(w io.Writer) { fmt.Fprintf(w, "mounted branch %s at %s\n", name, res.Mount) })
+	case "unmount":
+		if err := needName(); err != nil {
+			return err
+		}
+		if err := e.client.BranchUnmount(ctx, name); err != nil {
+			return err
+		}
+		return e.emit(control.Empty{}, func(w io.Writer) { fmt.Fprintf(w, "unmounted branch %s\n", name) })
 	case "list":
 		if name != "" {
 			return &usageError{msg: "branch list takes no name"}
@@ -69,7 +116,11 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		}
 		return e.emit(res, func(w io.Writer) {
 			for _, b := range res.Branches {
-				fmt.Fprintf(w, "%-24s %4d changed  created %s\n", b.Name, b.Changed, b.Created.Local().Format(time.RFC3339))
+				fmt.Fprintf(w, "%-24s %4d changed  created %s", b.Name, b.Changed, b.Created.Local().Format(time.RFC3339))
+				if b.Mount != "" {
+					fmt.Fprintf(w, "  mounted at %s", b.Mount)
+				}
+				fmt.Fprintln(w)
 			}
 		})
 	case "diff":
@@ -108,7 +159,17 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		}
 		return e.emit(control.Empty{}, func(w io.Writer) { fmt.Fprintf(w, "discarded branch %s\n", name) })
 	}
-	return &usageError{msg: fmt.Sprintf("unknown branch command %q; expected create, list, diff, commit or discard", sub)}
+	return &usageError{msg: fmt.Sprintf("unknown branch command %q; expected create, list, diff, commit, discard, mount or unmount", sub)}
+}
+
+// absDir makes a directory argument absolute against the current
+// directory (unchanged when that cannot be known: the daemon then refuses
+// a relative one).
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }
 
 // doBranchDiff streams every page of a branch's diff.
@@ -182,11 +243,25 @@ func printDiffStat(w io.Writer, page *control.BranchDiffResult) {
 			name = f.From + " -> " + f.Path
 		}
 		if f.Binary {
-			fmt.Fprintf(w, "%-9s %s (binary)\n", f.Status, name)
+			fmt.Fprintf(w, "%-9s %s (binary)%s\n", f.Status, name, diffNote(f))
 			continue
 		}
-		fmt.Fprintf(w, "%-9s %s +%d -%d\n", f.Status, name, c[0], c[1])
+		fmt.Fprintf(w, "%-9s %s +%d -%d%s\n", f.Status, name, c[0], c[1], diffNote(f))
 	}
+}
+
+// diffNote is the --stat note of a file in conflict or without a base
+// copy ("" for neither).
+func diffNote(f control.BranchFile) string {
+	switch {
+	case f.Conflict && f.NoBase:
+		return " (conflict: the workspace changed it; no base copy: the diff also undoes that change)"
+	case f.Conflict:
+		return " (conflict: the workspace changed it)"
+	case f.NoBase:
+		return " (no base copy: diffed against the workspace)"
+	}
+	return ""
 }
 
 // printApplyPatch turns a page's unified diff into apply_patch operations.

@@ -86,6 +86,7 @@ type verbOpts struct {
 	stat         bool        // branch diff: a summary per file
 	asPatch      bool        // branch diff: an apply_patch text
 	keep         bool        // branch commit: keep the branch, empty
+	mountDir     string      // branch create: mount it there
 }
 
 // clientEnv is what a verb's action works with.
@@ -122,7 +123,7 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	var session string
 	fs.StringVar(&session, "session", "", "session to act for (default $"+envSession+"; empty: a session private to this one call)")
 	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
-	if v.paths && v.name != "watch" && v.name != "log" {
+	if v.paths && v.name != "log" {
 		fs.StringVar(&e.branch, "branch", "", "act in this branch (see 'dshmount branch') instead of the workspace")
 	}
 	fs.BoolVar(&e.json, "json", false, "print the raw JSON result; on failure the object {code, message, path} (stdout, as well as the line on stderr)")

@@ -42,7 +42,9 @@ type cliEnv struct {
 	store      *policy.Store
 }
 
-func newCLIEnv(t *testing.T) *cliEnv {
+// newCLIEnv starts a daemon's control socket; tweak adjusts its Config
+// (the workspace backend is cfg.Engine.FS()).
+func newCLIEnv(t *testing.T, tweak ...func(*control.Config)) *cliEnv {
 	t.Helper()
 	t.Setenv(envSocket, "")
 	t.Setenv(envSession, "")
@@ -56,8 +58,12 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	dir, err := os.MkdirTemp("", "dshcli")
 	require.NoError(t, err)
 	env := &cliEnv{root: root, sock: filepath.Join(dir, "control.sock"), binder: &recordingBinder{binds: map[policy.SessionID]int{}}, store: store}
-	srv, err := control.NewServer(control.Config{SocketPath: env.sock, Engine: policy.NewEngine(store, fs),
-		Binder: env.binder, Source: root, Logger: quiet})
+	cfg := control.Config{SocketPath: env.sock, Engine: policy.NewEngine(store, fs),
+		Binder: env.binder, Source: root, Logger: quiet}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	srv, err := control.NewServer(cfg)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background()) }()
@@ -194,7 +200,7 @@ func TestExec_BindsOwnPidThenRunsTheCommandWithSessionEnv(t *testing.T) {
 	ex := execer{
 		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
 		pid:      func() int { return 31337 },
-		supervise: func(path string, argv, envv []string) (int, error) {
+		supervise: func(path, _ string, argv, envv []string) (int, error) {
 			gotPath, gotArgv, gotEnv = path, argv, envv
 			return 7, nil
 		},

@@ -23,10 +23,10 @@ import (
 type execer struct {
 	lookPath func(file string) (string, error)
 	pid      func() int
-	// supervise runs the command as a child, stays the subreaper of its
-	// tree until every process of it has exited, and returns the child's
-	// exit code.
-	supervise func(path string, argv, env []string) (int, error)
+	// supervise runs the command as a child in dir ("": this process's
+	// directory), stays the subreaper of its tree until every process of
+	// it has exited, and returns the child's exit code.
+	supervise func(path, dir string, argv, env []string) (int, error)
 }
 
 // osExecer returns the real one.
@@ -47,8 +47,9 @@ func execWith(ctx context.Context, args []string, sio stdio, ex execer) int {
 	socket := fs.String("socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the current directory)")
 	session := fs.String("session", "", "session to act for (default $"+envSession+"; empty: open a new one)")
 	name := fs.String("name", "", "name of the new session when --session is empty")
+	branchName := fs.String("branch", "", "run CMD in this branch's mount, bound to a new session acting in the branch")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N] -- CMD [ARGS...]
+		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N] [--branch NAME] -- CMD [ARGS...]
 
 Binds this process to a session, then runs CMD (looked up in PATH) as its child. CMD and
 every process it starts act for the session on the mount: opening a file for reading
@@ -59,6 +60,14 @@ has exited (a server CMD left running in the background keeps it open). CMD gets
 DSH_SOCKET and DSH_SESSION in its environment, so dshmount verbs it runs act for the
 same session. Without --socket or $DSH_SOCKET, the daemon whose mount or workspace
 holds the current directory is used.
+
+With --branch NAME, the new session acts in branch NAME (session.open {branch}: its
+socket requests default to the branch) and CMD starts in the branch's mount, at the
+same relative directory as the current one when that is inside the workspace's
+mount, the workspace or a branch's mount (else at the mount's root): its changes stay
+in the branch until 'dshmount branch commit NAME'. The branch must be mounted
+('dshmount branch mount NAME DIR', or 'dshmount branch create NAME --mount DIR').
+--branch excludes --session.
 
 When CMD exits non-zero, every change the daemon refused for the session while it ran
 is explained on stderr, one line each ('dshmount: refused write to a.txt: FS_…, why').
@@ -81,7 +90,11 @@ Flags:
 	}
 	sessionSet := false
 	fs.Visit(func(f *flag.Flag) { sessionSet = sessionSet || f.Name == "session" })
-	if !sessionSet {
+	if *branchName != "" && sessionSet {
+		fmt.Fprintln(sio.err, "dshmount exec: --branch opens a session of its own in the branch; it excludes --session")
+		return exitUsage
+	}
+	if !sessionSet && *branchName == "" {
 		*session = os.Getenv(envSession)
 	}
 	if *socket == "" {
@@ -110,10 +123,17 @@ Flags:
 		fmt.Fprintf(sio.err, "dshmount exec: %v\n", err)
 		return exitUsage
 	}
+	dir := ""
+	if *branchName != "" {
+		if dir, err = branchWorkDir(ctx, client, *branchName, sio); err != nil {
+			client.Close()
+			return reportError("exec", err, sio.err)
+		}
+	}
 	id := policy.SessionID(*session)
 	owned := id == "" // a session opened here is closed when the tree has exited
 	if owned {
-		if id, err = client.OpenSession(ctx, *name); err != nil {
+		if id, err = client.OpenSessionWith(ctx, control.SessionOpenParams{Name: *name, Branch: *branchName}); err != nil {
 			client.Close()
 			return reportError("exec", err, sio.err)
 		}
@@ -126,11 +146,14 @@ Flags:
 		return reportError("exec", err, sio.err)
 	}
 	env := append(withoutVars(os.Environ(), envSocket, envSession), envSocket+"="+*socket, envSession+"="+string(id))
+	if dir != "" {
+		env = append(withoutVars(env, "PWD"), "PWD="+dir)
+	}
 	// Run the command as a child and stay the subreaper of its tree: when
 	// the last process of it has exited, the refusals the daemon logged for
 	// the session meanwhile are explained here, and a session opened for
 	// the command is closed.
-	code, err := ex.supervise(path, argv, env)
+	code, err := ex.supervise(path, dir, argv, env)
 	if err != nil {
 		fmt.Fprintf(sio.err, "dshmount exec: run %s: %v\n", argv[0], err)
 		code = exitUsage
@@ -252,14 +275,14 @@ func staleCause(ctx context.Context, client *control.Client, en control.LogEntry
 // SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to the command;
 // SIGINT and SIGQUIT, which a terminal sends to the command as well, are
 // not acted on here.
-func superviseTree(path string, argv, env []string) (int, error) {
+func superviseTree(path, dir string, argv, env []string) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("become the subreaper of the command's processes: %w", err)
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
-	child, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}})
+	child, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2}})
 	if err != nil {
 		return 0, err
 	}

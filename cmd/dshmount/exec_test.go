@@ -44,7 +44,7 @@ func TestExec_ExplainsRefusalsAndClosesItsSessionAfterTheTree(t *testing.T) {
 	ex := execer{
 		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
 		pid:      func() int { return 4242 },
-		supervise: func(_ string, _ []string, envv []string) (int, error) {
+		supervise: func(_, _ string, _ []string, envv []string) (int, error) {
 			session = sessionFromEnv(envv)
 			c, err := control.Dial(env.sock)
 			require.NoError(t, err)
@@ -91,7 +91,7 @@ func TestExec_KeepsANamedSessionAndIsQuietOnSuccess(t *testing.T) {
 	ex := execer{
 		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
 		pid:      func() int { return 4242 },
-		supervise: func(_ string, _ []string, envv []string) (int, error) {
+		supervise: func(_, _ string, _ []string, envv []string) (int, error) {
 			_, err := admin.Write(context.Background(), control.WriteParams{Path: "main.go", Content: "y", Session: sessionFromEnv(envv)})
 			require.Error(t, err)
 			return 0, nil
@@ -132,7 +132,7 @@ func TestExec_StaleRefusalNamesWhoChangedTheFile(t *testing.T) {
 	ex := execer{
 		lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
 		pid:      func() int { return 4242 },
-		supervise: func(_ string, _ []string, envv []string) (int, error) {
+		supervise: func(_, _ string, _ []string, envv []string) (int, error) {
 			mine := sessionFromEnv(envv)
 			_, err := admin.Read(ctx, control.ReadParams{Path: "main.go", Session: mine})
 			require.NoError(t, err)

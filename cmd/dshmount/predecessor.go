@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy/procbind"
 )
 
@@ -93,7 +94,20 @@ func readDaemonRecord(stateDir string) (*daemonRecord, error) {
 // for a recorded daemon that is dying; a running one is left alone (the
 // state lock refuses the new daemon with a clear message).
 func recoverPredecessor(stateDir string, log *slog.Logger) error {
-	return predecessorRecovery{lifecycle: procbind.LifecycleOf, abort: fuse.AbortConnection, exitWait: predecessorExitWait}.run(stateDir, log)
+	return predecessorRecovery{lifecycle: procbind.LifecycleOf, abort: fuse.AbortConnection, exitWait: predecessorExitWait,
+		branchDevices: branchMountDevices}.run(stateDir, log)
+}
+
+// branchMountDevices returns the FUSE connections of the mounts at the
+// branch mount directories recorded in stateDir.
+func branchMountDevices(stateDir string) []string {
+	var out []string
+	for _, dir := range branch.RecordedMounts(stateDir) {
+		if dev, err := fuse.MountDevice(dir); err == nil && dev != "" {
+			out = append(out, dev)
+		}
+	}
+	return out
 }
 
 // predecessorRecovery is recoverPredecessor with its process and kernel
@@ -102,6 +116,9 @@ type predecessorRecovery struct {
 	lifecycle func(pid int, start uint64) (procbind.Lifecycle, error)
 	abort     func(device string) error
 	exitWait  time.Duration
+	// branchDevices returns the connections of the killed daemon's branch
+	// mounts (nil: none); a thread can be stuck on any of them.
+	branchDevices func(stateDir string) []string
 }
 
 // run frees what a killed daemon of stateDir still holds.
@@ -122,6 +139,17 @@ func (r predecessorRecovery) run(stateDir string, log *slog.Logger) error {
 	if err := r.abort(rec.Device); err != nil && !errors.Is(err, fuse.ErrNoConnection) {
 		return fmt.Errorf("previous daemon pid %d was killed but is stuck in the kernel, holding mount %s; "+
 			"as root, run: echo 1 > /sys/fs/fuse/connections/<minor of %s>/abort: %w", rec.PID, rec.Mountpoint, rec.Device, err)
+	}
+	if r.branchDevices != nil {
+		for _, dev := range r.branchDevices(stateDir) {
+			if dev == rec.Device {
+				continue
+			}
+			log.Warn("aborting the FUSE connection of the previous daemon's branch mount", "pid", rec.PID, "device", dev)
+			if err := r.abort(dev); err != nil && !errors.Is(err, fuse.ErrNoConnection) {
+				log.Warn("could not abort a branch mount's FUSE connection", "device", dev, "err", err)
+			}
+		}
 	}
 	deadline := time.Now().Add(r.exitWait)
 	for {

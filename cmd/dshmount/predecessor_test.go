@@ -94,6 +94,26 @@ func TestRecoverPredecessor(t *testing.T) {
 	}
 }
 
+func TestRecoverPredecessor_AbortsTheBranchMountsToo(t *testing.T) {
+	dir := t.TempDir()
+	writeRecord(t, dir, daemonRecord{PID: 4242, Start: 77, Mountpoint: "/mnt/ws", Device: "0:61"})
+	fp := &fakeProcess{states: []procbind.Lifecycle{procbind.Dying, procbind.Dying, procbind.Gone}}
+	r := fp.recovery()
+	r.branchDevices = func(stateDir string) []string {
+		assert.Equal(t, dir, stateDir)
+		return []string{"0:62", "0:61", "0:63"}
+	}
+	require.NoError(t, r.run(dir, slog.New(slog.DiscardHandler)))
+	assert.Equal(t, []string{"0:61", "0:62", "0:63"}, fp.aborted)
+
+	// A running daemon's branch mounts are left alone.
+	fp = &fakeProcess{states: []procbind.Lifecycle{procbind.Running}}
+	r = fp.recovery()
+	r.branchDevices = func(string) []string { return []string{"0:62"} }
+	require.NoError(t, r.run(dir, slog.New(slog.DiscardHandler)))
+	assert.Empty(t, fp.aborted)
+}
+
 func TestRecoverPredecessor_TornRecordIsIgnored(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, daemonRecordName), []byte(`{"pid": 12`), 0o600))

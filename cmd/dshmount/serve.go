@@ -132,16 +132,19 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return err
 	}
 
-	mnt, err := fuse.Mount(cfg.Mountpoint, fuse.Config{
+	mcfg := fuse.Config{
 		Local: lfs, View: view, Engine: engine, Bindings: registry,
 		Logger: log.With("component", "fuse"), Debug: cfg.Debug, AllowOther: cfg.AllowOther,
 		EntryTimeout: orNone(cfg.EntryTO), AttrTimeout: orNone(cfg.AttrTO), Passthrough: cfg.Passthrough,
 		NegativeTimeout: cfg.NegTO, CacheDirs: cfg.DirCache, CacheLinks: cfg.Watch, ReaddirPlus: fuse.ReaddirPlusMode(cfg.ReaddirPlus),
 		Commits: branches,
-	})
+	}
+	mnt, err := fuse.Mount(cfg.Mountpoint, mcfg)
 	if err != nil {
 		return err
 	}
+	bmounts := newBranchMounter(mcfg, log) // branch mounts, configured like the workspace's
+	engine.AddObserver(bmounts.ObserveWorkspace)
 	unmount := func() {
 		gctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 		defer cancel()
@@ -153,7 +156,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	var watching atomic.Bool // fs.changes vouches for out-of-band changes only then
 	if cfg.Watch {
 		watching.Store(true) // before the start: a watcher that fails at once clears it
-		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, mnt.DropData,
+		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, func(rel string) { mnt.DropData(rel); bmounts.DropData(rel) },
 			func() { watching.Store(false) }, log.With("component", "watch"))
 		if werr != nil {
 			unmount()
@@ -163,7 +166,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	ctlCfg.ExternalWatched = watching.Load
 
-	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt}, branches
+	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt, bmounts}, branches
+	ctlCfg.BranchMounts = bmounts
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
 		unmount()
@@ -192,6 +196,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			}
 		}()
 	}
+	bmounts.gone = srv.BranchMountGone
+	if merr := srv.MountBranches(ctx); merr != nil {
+		log.Warn("some branch mounts did not come back", "err", merr)
+	}
 	log.Info("ready", "source", cfg.Source, "mount", cfg.Mountpoint, "socket", cfg.Socket, "state", cfg.StateDir)
 	fmt.Fprintf(stdout, "ready mount=%s socket=%s\n", cfg.Mountpoint, cfg.Socket)
 
@@ -217,6 +225,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	stopServing()
 	_ = srv.Close()
+	unmountBranches(srv, cfg.Grace) // before the workspace mount they lie beside
 	unmount()
 	registry.Sweep() // remove the binding cgroups that are empty by now
 	if serveErr != nil {
@@ -237,14 +246,16 @@ func orNone(d time.Duration) time.Duration {
 // bindNotifier binds through the registry, then tells the mount to forget
 // the callers it resolved before the bind.
 type bindNotifier struct {
-	reg *procbind.Registry
-	mnt *fuse.Server
+	reg      *procbind.Registry
+	mnt      *fuse.Server
+	branches *branchMounter
 }
 
 // Bind implements control.ProcessBinder.
 func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 	err := b.reg.Bind(session, pid)
 	b.mnt.ForgetCallers()
+	b.branches.ForgetCallers()
 	return err
 }
 

@@ -72,7 +72,7 @@ func watchFlags(fs *flag.FlagSet, o *verbOpts) {
 }
 
 func doWatch(ctx context.Context, e *clientEnv) error {
-	p := control.WatchParams{Path: e.args[0], Cwd: e.cwd, Recursive: e.opts.recursive}
+	p := control.WatchParams{Path: e.args[0], Cwd: e.cwd, Recursive: e.opts.recursive, Branch: e.branch}
 	if e.opts.watchSince.set {
 		since := e.opts.watchSince.v
 		p.Since = &since
@@ -98,6 +98,10 @@ func doWatch(ctx context.Context, e *clientEnv) error {
 			if ev.Kind == control.ChangeLost {
 				if e.json {
 					_ = enc.Encode(ev)
+				}
+				if e.branch != "" && !branchExists(ctx, e.client, e.branch) {
+					return &fsFailure{code: provider.CodeChangesLost, msg: fmt.Sprintf(
+						"branch %s was committed or discarded; the watch of it ended after seq %d", e.branch, ev.Seq)}
 				}
 				return &fsFailure{code: provider.CodeChangesLost, msg: fmt.Sprintf(
 					"the watch fell behind or the daemon lost changes after seq %d; rescan and resubscribe with --since %d", ev.Seq, ev.Seq)}
@@ -149,4 +153,19 @@ func actorText(a *control.ChangeActor) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// branchExists reports whether the daemon still has branch name (true when
+// it cannot tell).
+func branchExists(ctx context.Context, client *control.Client, name string) bool {
+	ls, err := client.BranchList(ctx)
+	if err != nil {
+		return true
+	}
+	for _, b := range ls.Branches {
+		if b.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -46,6 +46,7 @@ type Branch struct {
 	entries map[string]*entry
 	log     *changeLog
 	closed  bool
+	mount   string // recorded mount directory (SetMount)
 
 	versMu sync.Mutex
 	vers   map[string]provider.Version // upper files' versions, once known

@@ -57,6 +57,8 @@ type Manager struct {
 	mu       sync.Mutex
 	branches map[string]*Branch
 	defaults map[string]string // session → default branch, loaded on first use
+
+	recovered []Recovered // commits Open settled (TakeRecovered)
 }
 
 // Info describes one branch for listings.
@@ -124,6 +126,7 @@ func (m *Manager) Close() error {
 type meta struct {
 	Name    string    `json:"name"`
 	Created time.Time `json:"created"`
+	Mount   string    `json:"mount,omitempty"` // see SetMount
 }
 
 // load opens the branch directory name.
@@ -151,8 +154,9 @@ func (m *Manager) load(name string) (*Branch, error) {
 		return nil, fmt.Errorf("open upper directory: %w", err)
 	}
 	b := &Branch{name: name, dir: dir, created: md.Created, lower: m.lower, upper: upper,
-		prefix: keyNamespace + name + "/", entries: entries, log: log}
+		prefix: keyNamespace + name + "/", entries: entries, log: log, mount: md.Mount}
 	b.removeOrphans()
+	b.removeBaseOrphans()
 	return b, nil
 }
 
@@ -348,6 +352,9 @@ func (m *Manager) reset(b *Branch) error {
 // resetBranchDir empties a branch directory's log and upper files.
 func resetBranchDir(dir string) error {
 	if err := writeFileAtomic(filepath.Join(dir, "changes.log"), nil, true); err != nil {
+		return err
+	}
+	if err := removeBaseTree(dir); err != nil {
 		return err
 	}
 	return removeUpperTree(dir)

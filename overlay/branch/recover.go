@@ -39,6 +39,7 @@ func (m *Manager) recover() error {
 func (m *Manager) recoverOne(j *journal) error {
 	if j.State != stateApplying {
 		m.log.Info("commit interrupted while staging; nothing was applied", "commit", j.Label)
+		m.noteRecovered(j, false, "it was stopped while staging, before it changed the workspace")
 		return m.abandon(j, nil)
 	}
 	forward := true
@@ -76,6 +77,7 @@ func (m *Manager) recoverOne(j *journal) error {
 		if err := m.rollBack(j); err != nil {
 			return err
 		}
+		m.noteRecovered(j, false, "a path it changes was changed while the daemon was down (that change is kept), or finishing it failed")
 		if err := m.journals.del(j.ID + ".json"); err != nil {
 			return err
 		}
@@ -97,6 +99,7 @@ func (m *Manager) recoverOne(j *journal) error {
 	if err := m.journals.del(j.ID + ".json"); err != nil {
 		return err
 	}
+	m.noteRecovered(j, true, "")
 	m.removeStaging(j)
 	return nil
 }

@@ -1,0 +1,78 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/overlay/branch"
+	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
+)
+
+func TestAuditRecovered_FinishedAndUndoneCommitsNameTheBranch(t *testing.T) {
+	env := newMountEnv(t, "")
+	lfs, err := local.New(env.root, local.Options{})
+	require.NoError(t, err)
+	defer lfs.Close()
+	env.srv.auditRecovered([]branch.Recovered{
+		{Label: "branch big", Branch: "big", Forward: true, Files: []branch.AppliedFile{
+			{Target: lfs.TargetForRel("a.txt"), Before: "v1", After: "v2"},
+			{Target: lfs.TargetForRel("gone.txt"), Before: "v3", Deleted: true},
+		}},
+		{Label: "branch small", Branch: "small", Reason: "a path it changes was changed", Files: []branch.AppliedFile{
+			{Target: lfs.TargetForRel("b.txt"), After: "v4"},
+		}},
+		{Label: "the atomic patch", Forward: true, Files: []branch.AppliedFile{{Target: lfs.TargetForRel("p.txt"), After: "v5"}}},
+	})
+	c := env.client(t)
+	byPath := map[string]LogEntry{}
+	res, err := c.Log(context.Background(), LogParams{Limit: 20})
+	require.NoError(t, err)
+	for _, e := range res.Entries {
+		byPath[e.Path] = e
+	}
+	a := byPath["a.txt"]
+	assert.Equal(t, "branch big commit, finished at daemon start", a.Detail)
+	assert.Equal(t, policy.OpWrite, a.Op)
+	assert.Empty(t, a.Refused)
+	assert.Equal(t, provider.Version("v2"), a.After)
+	g := byPath["gone.txt"]
+	assert.Equal(t, policy.OpDelete, g.Op)
+	assert.Equal(t, "branch big commit, finished at daemon start", g.Detail)
+	b := byPath["b.txt"]
+	assert.Equal(t, "branch small commit, undone at daemon start", b.Detail)
+	assert.Equal(t, provider.CodeAborted, b.Refused)
+	assert.Equal(t, "a path it changes was changed", b.Reason)
+	assert.Equal(t, "atomic patch, finished at daemon start", byPath["p.txt"].Detail)
+}
+
+// TestAuditRecovered_AtServerStart: a commit journal a killed daemon left
+// while staging is settled when the branches open, and the server audits
+// it when it starts.
+func TestAuditRecovered_AtServerStart(t *testing.T) {
+	state := t.TempDir()
+	jdir := filepath.Join(state, "branches.journal")
+	require.NoError(t, os.MkdirAll(jdir, 0o700))
+	j, err := json.Marshal(map[string]any{"id": "j1", "label": "branch feat", "state": "staging",
+		"staging": branch.StagingDir + "/j1", "branch": "feat",
+		"steps": []map[string]any{{"op": "write", "path": "new.txt", "base": string(branch.BaseAbsent), "new": "v9"}}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(jdir, "j1.json"), j, 0o600))
+
+	env := newMountEnv(t, state)
+	res, err := env.client(t).Log(context.Background(), LogParams{Path: "new.txt"})
+	require.NoError(t, err)
+	require.Len(t, res.Entries, 1)
+	assert.Equal(t, "branch feat commit, undone at daemon start", res.Entries[0].Detail)
+	assert.Equal(t, provider.CodeAborted, res.Entries[0].Refused)
+	assert.Contains(t, res.Entries[0].Reason, "stopped while staging")
+	_, err = os.Stat(filepath.Join(jdir, "j1.json"))
+	assert.True(t, os.IsNotExist(err), "the journal is settled")
+}
