@@ -81,6 +81,7 @@ type envOptions struct {
 	// workspace changes.
 	noBaseObserver bool
 	commits        CommitWaiter
+	debugLog       slog.Handler // when set: every FUSE request is logged to it
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -106,7 +107,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.srv, err = Mount(e.mnt, Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
 		Passthrough: o.passthrough, Commits: o.commits,
-	})
+	}.withDebugLog(o.debugLog))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -32,6 +32,7 @@ type mountState struct {
 	closed    atomic.Bool
 	callers   callerCache // calling threads' processes and sessions
 	be        backend     // where paths live: the workspace or a branch over it
+	xattrs    xattrEpochs // when remembered xattr absences hold (xattrcache.go)
 }
 
 // rel helpers --------------------------------------------------------------
