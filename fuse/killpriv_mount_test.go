@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/overlay/branch"
 )
 
 // onThreadWithoutFsetid runs f on a locked OS thread whose effective set
@@ -255,9 +257,6 @@ func TestKillPriv_BranchMountDropsLikeTheDisk(t *testing.T) {
 			native := t.TempDir()
 			for _, op := range privOps {
 				for _, mode := range []uint32{0o6775, 0o4644} {
-					if !op.wantKills {
-						continue
-					}
 					t.Run(fmt.Sprintf("%s/%04o", op.name, mode), func(t *testing.T) {
 						file := fmt.Sprintf("b-%d-%o", len(op.name), mode)
 						prepare(t, filepath.Join(native, file), mode)
@@ -273,5 +272,32 @@ func TestKillPriv_BranchMountDropsLikeTheDisk(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKillPriv_BranchKeepsAndCommitsSetIDBits: a copy-up keeps a file's
+// set-id bits (a write by a caller with CAP_FSETID keeps them, as on the
+// disk), and the commit gives the workspace file the branch's bits.
+func TestKillPriv_BranchKeepsAndCommitsSetIDBits(t *testing.T) {
+	be := newBranchEnv(t, envOptions{})
+	for name, mode := range map[string]uint32{"suid": 0o4755, "sgid": 0o2775, "both": 0o6755} {
+		prepare(t, be.b(name), mode)
+		f, err := os.OpenFile(filepath.Join(be.bmnt, name), os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte("branch"), 0)
+		require.NoError(t, closeAfter(f, err))
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(filepath.Join(be.bmnt, name), &st))
+		assert.Equal(t, fmt.Sprintf("%04o", mode), fmt.Sprintf("%04o", st.Mode&0o7777), "%s in the branch after a root write", name)
+	}
+	_, err := be.mgr.Commit(context.Background(), be.br.Name(), false, branch.Hooks{})
+	require.NoError(t, err)
+	for name, mode := range map[string]uint32{"suid": 0o4755, "sgid": 0o2775, "both": 0o6755} {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(be.b(name), &st))
+		assert.Equal(t, fmt.Sprintf("%04o", mode), fmt.Sprintf("%04o", st.Mode&0o7777), "%s in the workspace after the commit", name)
+		data, err := os.ReadFile(be.b(name))
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(string(data), "branch"), "%s committed", name)
 	}
 }

@@ -204,7 +204,7 @@ func (b *Branch) copyUpLocked(ctx context.Context, rel string, withContent bool)
 		ts := []unix.Timespec{sys.Atim, sys.Mtim}
 		_ = unix.UtimesNanoAt(unix.AT_FDCWD, tmp.Name(), ts, 0)
 	}
-	if err := tmp.Chmod(st.Mode() & os.ModePerm); err != nil {
+	if err := tmp.Chmod(modeBits(st.Mode())); err != nil { // set-id bits too: the mount's writes drop them as the disk would
 		return provider.NewError(provider.CodeIOError, "copy-up", rel, err, "copy %s into branch %s: %v", rel, b.name, err)
 	}
 	// The base copy, for branch.diff: the bytes just copied, or (an open
