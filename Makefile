@@ -45,6 +45,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyHunks$$' -fuzztime $(FUZZTIME) ./patch/
 	$(GO) test -run '^$$' -fuzz '^FuzzDispatch$$' -fuzztime $(FUZZTIME) ./control/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLine$$' -fuzztime $(FUZZTIME) ./control/
+	$(GO) test -run '^$$' -fuzz '^FuzzMarshalRecords$$' -fuzztime $(FUZZTIME) ./policy/
 
 lint-basic:
 	$(GO) vet $(PKGS)

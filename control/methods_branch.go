@@ -230,7 +230,8 @@ func (s *Server) branchDiff(ctx context.Context, _ *conn, params json.RawMessage
 	}
 	res := BranchDiffResult{Files: make([]BranchFile, 0, len(page.Files)), Diff: page.Diff, Total: page.Total}
 	for _, f := range page.Files {
-		res.Files = append(res.Files, BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary})
+		res.Files = append(res.Files, BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary,
+			Conflict: f.Conflict, NoBase: f.NoBase})
 	}
 	if next := p.Offset + len(page.Files); next < page.Total {
 		res.Next = &next

@@ -76,12 +76,19 @@ type BranchDiffParams struct {
 const DefaultDiffLimit = 200
 
 // BranchFile is one changed file: status "added", "modified", "deleted" or
-// "renamed" (with From).
+// "renamed" (with From). The diff is the branch's own change (against the
+// bytes it started from). Conflict: the workspace changed the file since
+// (or gained an added one): a commit is refused until it is resolved.
+// NoBase: the branch kept no copy of its starting bytes (over 8 MiB, or a
+// branch older than base copies), so the diff is against the workspace's
+// current file (with Conflict, it also undoes the workspace's change).
 type BranchFile struct {
-	Path   string `json:"path"`
-	Status string `json:"status"`
-	From   string `json:"from,omitempty"`
-	Binary bool   `json:"binary,omitempty"`
+	Path     string `json:"path"`
+	Status   string `json:"status"`
+	From     string `json:"from,omitempty"`
+	Binary   bool   `json:"binary,omitempty"`
+	Conflict bool   `json:"conflict,omitempty"`
+	NoBase   bool   `json:"no_base,omitempty"`
 }
 
 // BranchDiffResult is one page of branch.diff: its files and their

@@ -111,6 +111,15 @@
 // Hard links and renames of the workspace's directories in a branch are
 // EXDEV (mv copies), special files EPERM.
 //
+// # Set-id bits and security attributes
+//
+// The mount negotiates FUSE_HANDLE_KILLPRIV_V2, so the kernel neither
+// fetches attributes again before every chown nor probes
+// security.capability before writes; the daemon drops set-uid and set-gid
+// bits itself, exactly where the disk would (killpriv.go). It also
+// remembers which files have no security.selinux, the attribute every
+// `ls -l` asks for, until a change it did not make (xattrcache.go).
+//
 // # Callers
 //
 // Resolving a caller's session costs /proc reads; the answer for a thread

@@ -432,6 +432,7 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size u
 	errno = h.lf.Allocate(ctx, off, size, mode)
 	if errno == 0 {
 		h.dirty.Store(true)
+		h.killPrivs(ctx)
 		h.noteOwn()
 	}
 	return errno
@@ -463,6 +464,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	c, err := unix.CopyFileRange(in.readFd(), &oi, dst.fd(), &oo, int(length), int(flags))
 	if c > 0 {
 		dst.dirty.Store(true)
+		dst.killPrivs(ctx)
 		dst.noteOwn()
 	}
 	if err != nil {

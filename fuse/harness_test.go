@@ -84,6 +84,7 @@ type envOptions struct {
 	// workspace changes.
 	noBaseObserver bool
 	commits        CommitWaiter
+	debugLog       slog.Handler // when set: every FUSE request is logged to it
 }
 
 // newEnv mounts a fresh workspace; everything is torn down with the test.
@@ -109,7 +110,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	cfg := Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
 		Passthrough: o.passthrough, Watched: o.watched, DirFDs: o.dirFDs, Commits: o.commits,
-	}
+	}.withDebugLog(o.debugLog)
 	if o.noTimeouts {
 		cfg.EntryTimeout, cfg.AttrTimeout = -1, -1
 	}

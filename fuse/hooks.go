@@ -33,6 +33,7 @@ type mountState struct {
 	callers   callerCache // calling threads' processes and sessions
 	dirs      *dirFds     // cached directory descriptors (nil: none; dirfds.go)
 	be        backend     // where paths live: the workspace or a branch over it
+	xattrs    xattrEpochs // when remembered xattr absences hold (xattrcache.go)
 }
 
 // rel helpers --------------------------------------------------------------

@@ -244,6 +244,7 @@ func (iv *invalidator) dropData(rel string) {
 // counted as the mount's own (recorded when the file is flushed), but its
 // bytes may be someone else's, which the kernel has not seen.
 func (mt *Server) DropData(rel string) {
+	mt.state.xattrs.bump()
 	iv := mt.inval
 	if iv == nil || mt.state.closed.Load() {
 		return

@@ -2,9 +2,11 @@ package fuse
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -12,13 +14,31 @@ import (
 
 // A write by a caller without CAP_FSETID drops the file's set-user-ID bit,
 // and its set-group-ID bit when the group may execute the file (the
-// kernel's should_remove_suid). For a write through a direct-I/O handle
-// the kernel leaves this to the daemon (it flags the request
-// FUSE_WRITE_KILL_SUIDGID, which go-fuse's node API does not pass on), and
-// the daemon's own write, with its capabilities, keeps the bits: killPrivs
-// drops them after the write. Cached handles need nothing (the kernel
-// sends the mode change itself before writing), passthrough writes never
-// reach the daemon.
+// kernel's should_remove_suid); so do a truncate by such a caller and any
+// chown. The mount negotiates FUSE_HANDLE_KILLPRIV_V2: the kernel then
+// leaves all of it to the daemon (and spares the request stream a forced
+// GETATTR before every chown, and, the superblock being SB_NOSEC, the
+// security.capability probe before writes). The daemon's own calls, with its
+// capabilities, keep the bits, so it drops them itself:
+//
+//   - after a write, fallocate or copy_file_range through a handle, when the
+//     caller lacks CAP_FSETID (killPrivs; the kernel flags such writes
+//     FUSE_WRITE_KILL_SUIDGID, which go-fuse's node API does not pass on,
+//     and flags nothing on fallocate and copy_file_range);
+//   - after a SETATTR the kernel flags FATTR_KILL_SUIDGID (killOnSetattr:
+//     every chown, and a truncate or open(O_TRUNC) by a caller without
+//     CAP_FSETID).
+//
+//   - on a SETATTR that changes nothing (killRequest): a passthrough write,
+//     which the kernel hands to the backing file with the daemon's
+//     credentials, first runs the kernel's file_remove_privs, which with
+//     KILLPRIV_V2 strips the mode change it computed and sends the rest, an
+//     empty SETATTR. It is sent only when the caller lacks CAP_FSETID and
+//     the file has bits to drop (otherwise the inode is marked S_NOSEC and
+//     nothing is sent), so it stands for exactly that request.
+//
+// security.capability needs nothing: the backing file system drops it on
+// the daemon's write, truncate or chown whatever the daemon's capabilities.
 
 // capFsetid is CAP_FSETID's bit in a capability set.
 const capFsetid = 4
@@ -36,13 +56,9 @@ func privsToKill(mode uint32) uint32 {
 	return kill
 }
 
-// killPrivs drops the set-id bits of h's file after a write through the
-// direct-I/O handle h by the caller of ctx, when that caller lacks
-// CAP_FSETID.
+// killPrivs drops the set-id bits of h's file after a write through h by
+// the caller of ctx, when that caller lacks CAP_FSETID.
 func (h *handle) killPrivs(ctx context.Context) {
-	if !h.direct {
-		return
-	}
 	bs, err := fstat(h.fd())
 	if err != nil {
 		return
@@ -83,4 +99,80 @@ func effectiveCaps(status string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// killOnSetattr drops the set-id bits of the node's file after a SETATTR
+// flagged FATTR_KILL_SUIDGID; st is the file's stat after the change, and is
+// updated. h is the request's handle, if any.
+func (n *node) killOnSetattr(h *handle, st *unix.Stat_t) error {
+	kill := privsToKill(st.Mode)
+	if kill == 0 {
+		return nil
+	}
+	mode := st.Mode & 0o7777 &^ kill
+	if h != nil {
+		if err := unix.Fchmod(h.fd(), mode); err != nil {
+			return fmt.Errorf("drop set-id bits: %w", err)
+		}
+	} else if err := n.chmodOwn(mode); err != nil {
+		return err
+	}
+	st.Mode = st.Mode&^0o7777 | mode
+	return nil
+}
+
+// chmodOwn sets the mode of the node's own backing file through an O_PATH
+// descriptor (as setattrBacking does, through the mount's backend).
+func (n *node) chmodOwn(mode uint32) error {
+	rel := n.rel()
+	if err := n.m.be.prepare(rel, false); err != nil {
+		return n.staleIfGone(err)
+	}
+	e, err := n.m.be.entry(rel)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	fd, err := e.pathFd()
+	if err != nil {
+		return n.staleIfGone(err)
+	}
+	defer unix.Close(fd)
+	bs, err := fstat(fd)
+	if err == nil {
+		err = n.current(&bs)
+	}
+	if err != nil {
+		return err
+	}
+	if err := unix.Chmod(procPath(fd), mode); err != nil {
+		return fmt.Errorf("drop set-id bits: %w", err)
+	}
+	n.m.be.changed(rel)
+	return nil
+}
+
+// killRequest turns a SETATTR that changes nothing into the mode change that
+// drops the set-id bits of the node's file, when the file has bits to drop
+// and the caller of ctx lacks CAP_FSETID (see above); it reports whether it
+// did.
+func (n *node) killRequest(ctx context.Context, in *gofuse.SetAttrIn) bool {
+	if in.Valid&changingAttrs != 0 || n.StableAttr().Mode != syscall.S_IFREG {
+		return false
+	}
+	bs, err := n.lstat()
+	if err != nil {
+		return false
+	}
+	kill := privsToKill(bs.st.Mode)
+	if kill == 0 {
+		return false
+	}
+	caller, ok := gofuse.FromContext(ctx)
+	if !ok || caller == nil || hasCapFsetid(caller.Pid, caller.Uid) {
+		return false
+	}
+	in.Valid |= gofuse.FATTR_MODE
+	in.Mode = bs.st.Mode & 0o7777 &^ kill
+	return true
 }

@@ -108,7 +108,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			PanicHandler: m.panicHandler,
 			// A bound writer's direct-I/O handle may be mmap'd shared:
 			// its stores then reach the daemon as guarded writes.
-			ExtraCapabilities:    gofuse.CAP_DIRECT_IO_ALLOW_MMAP | readdirPlusCaps(cfg.ReaddirPlus),
+			ExtraCapabilities:    gofuse.CAP_DIRECT_IO_ALLOW_MMAP | gofuse.CAP_HANDLE_KILLPRIV_V2 | readdirPlusCaps(cfg.ReaddirPlus),
 			DisableReadDirPlus:   cfg.ReaddirPlus == ReaddirPlusOff,
 			EnableSymlinkCaching: cfg.CacheLinks,
 		},
@@ -122,6 +122,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		Logger:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		RootStableAttr:  &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
 	}
+	cfg.Engine.AddObserver(m.xattrs.observe)
 	server, err := gofuse.NewServer(fs.NewNodeFS(rootNode, opts), mp, &opts.MountOptions)
 	if err != nil {
 		m.rootInode = nil

@@ -21,6 +21,7 @@ type node struct {
 	m   *mountState
 	own ownWrites // a bound session's own changes (guard.go)
 	io  ioModes   // open handles by kernel I/O mode (guard.go)
+	xa  xaAbsent  // attributes known to be absent (xattrcache.go)
 }
 
 // The go-fuse interfaces node implements. Anything not listed falls back to

@@ -27,7 +27,7 @@ const changingAttrs = gofuse.FATTR_MODE | gofuse.FATTR_UID | gofuse.FATTR_GID | 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) syscall.Errno {
 	m := n.m
 	rel := n.rel()
-	if in.Valid&changingAttrs == 0 {
+	if in.Valid&changingAttrs == 0 && !n.killRequest(ctx, in) { // killpriv.go
 		return n.Getattr(ctx, f, out)
 	}
 	h := asHandle(f)
@@ -82,6 +82,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		after, err = fstat(h.fd())
 	} else {
 		after, err = n.lstat()
+	}
+	if err == nil && in.Valid&gofuse.FATTR_KILL_SUIDGID != 0 {
+		err = n.killOnSetattr(h, &after.st) // killpriv.go
 	}
 	if err != nil {
 		return errnoOf(err)

@@ -71,6 +71,10 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		}
 		return xattrReply([]byte(ver), dest)
 	}
+	bit, epoch, absent := n.cachedXattrAbsent(attr)
+	if absent {
+		return 0, syscall.ENODATA
+	}
 	fd, link, err := n.xattrFd()
 	if err != nil {
 		return 0, errnoOf(err)
@@ -80,6 +84,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		return 0, syscall.ENODATA
 	}
 	sz, err := unix.Getxattr(procPath(fd), attr, dest)
+	n.learnXattr(bit, epoch, err)
 	if err != nil {
 		return uint32(max(sz, 0)), errnoOf(err)
 	}
@@ -141,6 +146,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 // node's own file) and records it as a setattr.
 func (n *node) changeXattr(ctx context.Context, change func(path string) error) syscall.Errno {
 	m := n.m
+	defer m.xattrs.bump() // after the change: see xattrcache.go
 	rel := n.rel()
 	if errno := m.changeable(rel); errno != 0 {
 		return errno

@@ -109,7 +109,7 @@ func (s *Store) SetLastWrite(key provider.Key, rec WriteRecord) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	val, err := json.Marshal(rec)
+	val, err := marshalWriteRecord(rec)
 	if err != nil {
 		return fmt.Errorf("encode last writer of %s: %w", rec.Path, err)
 	}
@@ -161,7 +161,7 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 	defer s.feed.mu.Unlock()
 	e.Seq = s.auditSeq.next()
 	stored.Seq = e.Seq
-	val, err := json.Marshal(stored)
+	val, err := marshalAuditEntry(stored)
 	if err != nil {
 		return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
 	}

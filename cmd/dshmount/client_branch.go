@@ -243,11 +243,25 @@ func printDiffStat(w io.Writer, page *control.BranchDiffResult) {
 			name = f.From + " -> " + f.Path
 		}
 		if f.Binary {
-			fmt.Fprintf(w, "%-9s %s (binary)\n", f.Status, name)
+			fmt.Fprintf(w, "%-9s %s (binary)%s\n", f.Status, name, diffNote(f))
 			continue
 		}
-		fmt.Fprintf(w, "%-9s %s +%d -%d\n", f.Status, name, c[0], c[1])
+		fmt.Fprintf(w, "%-9s %s +%d -%d%s\n", f.Status, name, c[0], c[1], diffNote(f))
 	}
+}
+
+// diffNote is the --stat note of a file in conflict or without a base
+// copy ("" for neither).
+func diffNote(f control.BranchFile) string {
+	switch {
+	case f.Conflict && f.NoBase:
+		return " (conflict: the workspace changed it; no base copy: the diff also undoes that change)"
+	case f.Conflict:
+		return " (conflict: the workspace changed it)"
+	case f.NoBase:
+		return " (no base copy: diffed against the workspace)"
+	}
+	return ""
 }
 
 // printApplyPatch turns a page's unified diff into apply_patch operations.

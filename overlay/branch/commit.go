@@ -195,7 +195,7 @@ func (b *Branch) changeSet() ChangeSet {
 		case kindFile:
 			mode := os.FileMode(0)
 			if st, err := os.Stat(b.upperPath(p)); err == nil {
-				mode = st.Mode().Perm()
+				mode = modeBits(st.Mode())
 			}
 			if e.Base != BaseAbsent && e.Base != BaseDir {
 				if v, err := b.upperVersion(p); err == nil && v == e.Base && b.sameModeAsWorkspace(p, mode) {
@@ -782,5 +782,11 @@ func mkdirMode(p string, mode uint32) error {
 // permission bits mode (a chmod in the branch is a change).
 func (b *Branch) sameModeAsWorkspace(rel string, mode os.FileMode) bool {
 	st, err := os.Stat(b.lower.ProcessPath(b.lower.TargetForRel(rel)))
-	return err == nil && st.Mode().Perm() == mode.Perm()
+	return err == nil && modeBits(st.Mode()) == modeBits(mode)
+}
+
+// modeBits are the bits of a file's mode a branch keeps and a commit
+// applies: permissions, set-user-ID, set-group-ID and sticky.
+func modeBits(m os.FileMode) os.FileMode {
+	return m & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
 }

@@ -26,6 +26,15 @@ type FileChange struct {
 	Status string
 	From   string // a rename's source
 	Binary bool
+	// Conflict: the workspace no longer holds what the branch started
+	// this file from (its base, or nothing for an added file); a commit
+	// is refused until it is resolved.
+	Conflict bool
+	// NoBase: the branch kept no copy of the bytes it started from (a
+	// file over the diff size cap, or a branch older than base copies),
+	// so the diff's old side is the workspace's current file; with
+	// Conflict the diff also undoes the workspace's change.
+	NoBase bool
 }
 
 // DiffPage is one page of a branch's diff.
@@ -89,8 +98,11 @@ func (b *Branch) Files(ctx context.Context) ([]FileChange, error) {
 }
 
 // Diff returns the page [offset, offset+limit) of Files (limit 0: all)
-// with its unified diff: the workspace's current bytes against the
-// branch's. Binary files are named, not shown.
+// with its unified diff: the bytes the branch started from (its base
+// copies; the workspace's current bytes where it kept none, flagged
+// NoBase) against the branch's, so the diff is the branch's own change
+// even after the workspace changed the file (flagged Conflict). Binary
+// files are named, not shown.
 func (b *Branch) Diff(ctx context.Context, offset, limit int) (DiffPage, error) {
 	files, err := b.Files(ctx)
 	if err != nil {
@@ -108,11 +120,14 @@ func (b *Branch) Diff(ctx context.Context, offset, limit int) (DiffPage, error) 
 	var sb strings.Builder
 	for i := range page.Files {
 		fc := &page.Files[i]
-		text, binary, err := b.fileDiff(ctx, *fc)
+		text, binary, noBase, err := b.fileDiff(ctx, *fc)
 		if err != nil {
 			return DiffPage{}, err
 		}
-		fc.Binary = binary
+		fc.Binary, fc.NoBase = binary, noBase
+		if fc.Conflict, err = b.conflicts(ctx, *fc); err != nil {
+			return DiffPage{}, err
+		}
 		sb.WriteString(text)
 	}
 	page.Diff = sb.String()
@@ -134,8 +149,18 @@ func fileMode(m os.FileMode) string {
 	return "100644"
 }
 
-// oldSide reads the workspace's rel.
-func (b *Branch) oldSide(ctx context.Context, rel string) (side, error) {
+// oldSide reads the bytes the branch started rel from: its base copy,
+// or (noBase) the workspace's current rel when it kept none.
+func (b *Branch) oldSide(ctx context.Context, rel string) (s side, noBase bool, err error) {
+	if s, ok := b.baseSide(rel); ok {
+		return s, false, nil
+	}
+	s, err = b.workspaceSide(ctx, rel)
+	return s, true, err
+}
+
+// workspaceSide reads the workspace's current rel.
+func (b *Branch) workspaceSide(ctx context.Context, rel string) (side, error) {
 	host := b.lower.ProcessPath(b.lower.TargetForRel(rel))
 	st, err := os.Lstat(host)
 	if err != nil {
@@ -181,22 +206,22 @@ func (b *Branch) newSide(rel string) (side, error) {
 	return side{exists: true, mode: fileMode(st.Mode()), data: d}, nil
 }
 
-// fileDiff renders one file's git diff.
-func (b *Branch) fileDiff(ctx context.Context, fc FileChange) (string, bool, error) {
+// fileDiff renders one file's git diff; noBase tells its old side is the
+// workspace's current file (no base copy was kept).
+func (b *Branch) fileDiff(ctx context.Context, fc FileChange) (text string, binary, noBase bool, err error) {
 	oldPath := fc.Path
 	if fc.Status == StatusRenamed {
 		oldPath = fc.From
 	}
 	var old, cur side
-	var err error
 	if fc.Status != StatusAdded {
-		if old, err = b.oldSide(ctx, oldPath); err != nil {
-			return "", false, err
+		if old, noBase, err = b.oldSide(ctx, oldPath); err != nil {
+			return "", false, false, err
 		}
 	}
 	if fc.Status != StatusDeleted {
 		if cur, err = b.newSide(fc.Path); err != nil {
-			return "", false, err
+			return "", false, false, err
 		}
 	}
 	if old.exists && cur.exists && (old.mode == "120000") != (cur.mode == "120000") {
@@ -204,14 +229,40 @@ func (b *Branch) fileDiff(ctx context.Context, fc FileChange) (string, bool, err
 		// an addition.
 		d1, bin1 := diffSection(oldPath, oldPath, old, side{}, "")
 		d2, bin2 := diffSection(fc.Path, fc.Path, side{}, cur, "")
-		return d1 + d2, bin1 || bin2, nil
+		return d1 + d2, bin1 || bin2, noBase, nil
 	}
 	rename := ""
 	if fc.Status == StatusRenamed {
 		rename = fc.From
 	}
 	d, bin := diffSection(oldPath, fc.Path, old, cur, rename)
-	return d, bin, nil
+	return d, bin, noBase, nil
+}
+
+// conflicts reports whether the workspace no longer holds what the branch
+// started fc from: its path's base (nothing, for an added file) and, for
+// a rename, its source's.
+func (b *Branch) conflicts(ctx context.Context, fc FileChange) (bool, error) {
+	paths := []string{fc.Path}
+	if fc.Status == StatusRenamed {
+		paths = append(paths, fc.From)
+	}
+	for _, p := range paths {
+		b.mu.RLock()
+		want, known := b.baseVersionOf(p)
+		b.mu.RUnlock()
+		if !known {
+			continue
+		}
+		now, err := b.lowerState(ctx, p)
+		if err != nil {
+			return false, fmt.Errorf("diff %s: %w", p, err)
+		}
+		if now != want {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // diffSection renders one "diff --git" section from old to cur (a missing

@@ -10,6 +10,8 @@
 //	branch.json   name, creation time and mount directory (temp file + rename)
 //	changes.log   one JSON record per change of a path's state, appended
 //	upper/        the branch's own files, at their workspace-relative paths
+//	base/         copies of the workspace bytes each file started from (up
+//	              to maxDiffBytes; basecopy.go), for branch.diff
 //
 // Reads of a path the branch has not changed fall through to the workspace
 // as it is now (the base is live, as in overlayfs: a branch sees the
@@ -19,9 +21,9 @@
 // creates. A delete is a whiteout (a record, no file). A record is appended
 // only after the upper file it describes is in place, so a kill -9 at any
 // point leaves either the previous state or the new one (an upper file
-// without a record is an orphan, removed on open). Creating a branch writes
-// one small file and renames one directory: O(1) whatever the workspace
-// holds.
+// without a record is an orphan, removed on open; so is a base copy).
+// Creating a branch writes one small file and renames one directory: O(1)
+// whatever the workspace holds.
 //
 // # Targets
 //

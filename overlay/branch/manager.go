@@ -156,6 +156,7 @@ func (m *Manager) load(name string) (*Branch, error) {
 	b := &Branch{name: name, dir: dir, created: md.Created, lower: m.lower, upper: upper,
 		prefix: keyNamespace + name + "/", entries: entries, log: log, mount: md.Mount}
 	b.removeOrphans()
+	b.removeBaseOrphans()
 	return b, nil
 }
 
@@ -351,6 +352,9 @@ func (m *Manager) reset(b *Branch) error {
 // resetBranchDir empties a branch directory's log and upper files.
 func resetBranchDir(dir string) error {
 	if err := writeFileAtomic(filepath.Join(dir, "changes.log"), nil, true); err != nil {
+		return err
+	}
+	if err := removeBaseTree(dir); err != nil {
 		return err
 	}
 	return removeUpperTree(dir)

@@ -204,14 +204,26 @@ func (b *Branch) copyUpLocked(ctx context.Context, rel string, withContent bool)
 		ts := []unix.Timespec{sys.Atim, sys.Mtim}
 		_ = unix.UtimesNanoAt(unix.AT_FDCWD, tmp.Name(), ts, 0)
 	}
-	if err := tmp.Chmod(st.Mode() & os.ModePerm); err != nil {
+	if err := tmp.Chmod(modeBits(st.Mode())); err != nil { // set-id bits too: the mount's writes drop them as the disk would
 		return provider.NewError(provider.CodeIOError, "copy-up", rel, err, "copy %s into branch %s: %v", rel, b.name, err)
 	}
+	// The base copy, for branch.diff: the bytes just copied, or (an open
+	// that truncates) the workspace's, kept only if still its base.
+	baseSrc, baseSize, want := tmp, st.Size(), provider.Version("")
+	if !withContent {
+		baseSrc, want = src, base
+	}
+	undoBase, err := b.keepBaseFile("copy-up", rel, baseSrc, baseSize, st.Mode(), want)
+	if err != nil {
+		return err
+	}
 	if err := os.Rename(tmp.Name(), up); err != nil {
+		undoBase()
 		return provider.NewError(provider.CodeIOError, "copy-up", rel, err, "copy %s into branch %s: %v", rel, b.name, err)
 	}
 	if err := b.record(append(parents, &entry{Path: rel, Kind: kindFile, Base: base})...); err != nil {
 		_ = os.Remove(up)
+		undoBase()
 		return err
 	}
 	b.setVersion(rel, "")
@@ -299,6 +311,9 @@ func (b *Branch) removeLocked(ctx context.Context, rel string) (provider.Version
 		case BaseDir:
 			return "", provider.NewError(provider.CodeNotRegularFile, "unlink", rel, nil, "%s is a directory", rel)
 		}
+		if _, err := b.keepBaseFromWorkspace("unlink", rel, base); err != nil {
+			return "", err
+		}
 		return base, nil
 	case inDir:
 		return "", provider.NewError(provider.CodeNotRegularFile, "unlink", rel, nil, "%s is a directory", rel)
@@ -385,6 +400,11 @@ func (b *Branch) Rename(ctx context.Context, src, dst string, noReplace bool) er
 			return ErrExists
 		}
 		dstBase = v
+		// The workspace file replaced (an editor's save): its bytes are
+		// the base copy branch.diff shows the change against.
+		if _, err := b.keepBaseFromWorkspace("rename", dst, v); err != nil {
+			return err
+		}
 	}
 	parents, err := b.parentRecords(ctx, "rename", dst)
 	if err != nil {

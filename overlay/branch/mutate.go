@@ -62,15 +62,21 @@ func (b *Branch) copyUp(ctx context.Context, op, rel string) (pending []*entry, 
 	if st, serr := os.Lstat(b.lower.ProcessPath(lt)); serr == nil {
 		mode = st.Mode().Perm()
 	}
+	undoBase, err := b.keepBaseBytes(op, rel, data, mode)
+	if err != nil {
+		return nil, undo, err
+	}
 	up := b.upperPath(rel)
 	if err := os.MkdirAll(filepath.Dir(up), 0o755); err != nil {
+		undoBase()
 		return nil, undo, provider.NewError(provider.CodeIOError, op, rel, err, "copy %s into branch %s: %v", rel, b.name, err)
 	}
 	if err := writeFileAtomic(up, data, false); err != nil {
+		undoBase()
 		return nil, undo, provider.NewError(provider.CodeIOError, op, rel, err, "copy %s into branch %s: %v", rel, b.name, err)
 	}
 	_ = os.Chmod(up, mode)
-	undo = func() { _ = os.Remove(up) }
+	undo = func() { _ = os.Remove(up); undoBase() }
 	return append(parents, &entry{Path: rel, Kind: kindFile, Base: local.VersionOfBytes(data)}), undo, nil
 }
 
@@ -290,7 +296,15 @@ func (b *Branch) deleteLocked(ctx context.Context, op, rel string, expected *pro
 			lf := strings.ReplaceAll(text, "\r\n", "\n")
 			out.Before = &lf
 		}
-		return out, b.record(&entry{Path: rel, Kind: kindDeleted, Base: info.Version})
+		undoBase, err := b.keepBaseFromWorkspace(op, rel, info.Version)
+		if err != nil {
+			return provider.DeleteOutcome{}, err
+		}
+		if err := b.record(&entry{Path: rel, Kind: kindDeleted, Base: info.Version}); err != nil {
+			undoBase()
+			return out, err
+		}
+		return out, nil
 	case inDir:
 		return provider.DeleteOutcome{}, provider.NewError(provider.CodeNotRegularFile, op, rel, nil, "%s is a directory, not a regular file", rel)
 	}
