@@ -35,9 +35,20 @@ const openatRetries = 8
 // directories shorter than PATH_MAX relative to the previous one's
 // descriptor, with the same resolution. So no operation fails with
 // ENAMETOOLONG for a depth the kernel accepted.
+//
+// With the directory cache on (dirfds.go), the directory holding rel comes
+// from it and only the last name is resolved, with the same resolution.
 func (m *mountState) openRel(rel string, flags int, mode uint32) (int, error) {
 	if rel == "" {
 		rel = "."
+	}
+	if rel != "." && strings.IndexByte(rel, '/') > 0 && m.dirs.on() {
+		e, err := m.entryAt(rel)
+		if err != nil {
+			return -1, err
+		}
+		defer e.close()
+		return openat2(e.dir, e.name, flags, mode)
 	}
 	dir, own := m.rootFd, false
 	for len(rel) >= unix.PathMax {
@@ -93,18 +104,24 @@ func refused(err error) error {
 type entry struct {
 	dir  int
 	name string
-	own  bool // dir was opened for this entry and must be closed
+	own  bool   // dir was opened for this entry and must be closed
+	ref  *dirFd // dir is this cached descriptor, held until close
 }
 
-// close releases the directory descriptor when the entry owns it.
+// close releases the directory descriptor when the entry owns it, or its
+// hold on a cached one.
 func (e entry) close() {
 	if e.own {
 		_ = unix.Close(e.dir)
 	}
+	if e.ref != nil {
+		e.ref.release()
+	}
 }
 
 // entryAt opens the directory holding rel (O_PATH, no links, below the
-// root) and returns it with rel's last name.
+// root) and returns it with rel's last name. With the directory cache on,
+// the directory's descriptor is the cached one (held until close).
 func (m *mountState) entryAt(rel string) (entry, error) {
 	if rel == "" || rel == "." {
 		return entry{dir: m.rootFd, name: "."}, nil
@@ -112,6 +129,13 @@ func (m *mountState) entryAt(rel string) (entry, error) {
 	dir, name := path.Split(rel)
 	if dir == "" {
 		return entry{dir: m.rootFd, name: name}, nil
+	}
+	if m.dirs.on() {
+		fd, ref, err := m.dirs.get(dir[:len(dir)-1])
+		if err != nil {
+			return entry{}, err
+		}
+		return entry{dir: fd, name: name, own: ref == nil, ref: ref}, nil
 	}
 	fd, err := m.openRel(dir[:len(dir)-1], unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {

@@ -48,7 +48,7 @@ func newBranchEnv(t testing.TB, o envOptions) *branchEnv {
 	}
 	be.bsrv, err = Mount(be.bmnt, Config{
 		Local: e.lfs, View: be.bview, Engine: be.bengin, Branch: be.br, Bindings: e.bind, Logger: quiet,
-		Passthrough: o.passthrough,
+		Passthrough: o.passthrough, Watched: o.watched,
 	})
 	require.NoError(t, err)
 	if !o.noBaseObserver {

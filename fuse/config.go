@@ -109,6 +109,14 @@ type Config struct {
 	// depend on it (they are decided at open, setattr, rename, unlink and
 	// release); it is switchable so tests can cover both paths.
 	Passthrough bool
+	// Watched reports whether the backing-tree watcher is running (every
+	// out-of-band rename or delete reaches the engine's observers). Only
+	// then does the mount keep directory descriptors (DirFDs); nil: never.
+	Watched func() bool
+	// DirFDs caps the backing directory descriptors the mount keeps open
+	// while watched (zero: DefaultDirFDs; negative: none, every request
+	// resolves its directory from the root).
+	DirFDs int
 }
 
 // withDefaults fills the zero fields; it is the one place defaults live.
@@ -133,6 +141,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NegativeTimeout < 0 {
 		c.NegativeTimeout = 0
+	}
+	if c.DirFDs == 0 {
+		c.DirFDs = DefaultDirFDs
+	}
+	if c.DirFDs < 0 {
+		c.DirFDs = 0
 	}
 	if c.ReaddirPlus == "" {
 		c.ReaddirPlus = ReaddirPlusAuto

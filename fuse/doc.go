@@ -88,7 +88,10 @@
 // inside the workspace, is refused with EACCES and never followed; a
 // mount-relative path below PATH_MAX works even when the backing absolute
 // path is longer. node embeds a bare fs.Inode, not go-fuse's LoopbackNode,
-// whose operations use absolute paths.
+// whose operations use absolute paths. While the backing tree is watched,
+// the directory descriptors are cached by path (dirfds.go, capped by
+// Config.DirFDs) and dropped with their subtree on every rename or removal
+// the mount makes or the socket and the watcher report.
 //
 // # Branch mounts
 //

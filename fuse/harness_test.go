@@ -77,6 +77,9 @@ type env struct {
 type envOptions struct {
 	passthrough bool
 	rules       overlay.Rules
+	watched     func() bool // Config.Watched (nil: directory descriptors are not cached)
+	dirFDs      int         // Config.DirFDs
+	noTimeouts  bool        // the kernel caches no names or attributes: every lookup reaches the daemon
 	// noBaseObserver: a branch mount (newBranchEnv) is not told of
 	// workspace changes.
 	noBaseObserver bool
@@ -104,10 +107,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	view, err := overlay.New(e.lfs, o.rules)
 	require.NoError(t, err)
 	e.engine = policy.NewEngine(store, view)
-	e.srv, err = Mount(e.mnt, Config{
+	cfg := Config{
 		Local: e.lfs, View: view, Engine: e.engine, Bindings: e.bind, Logger: quiet,
-		Passthrough: o.passthrough, Commits: o.commits,
-	}.withDebugLog(o.debugLog))
+		Passthrough: o.passthrough, Watched: o.watched, DirFDs: o.dirFDs, Commits: o.commits,
+	}.withDebugLog(o.debugLog)
+	if o.noTimeouts {
+		cfg.EntryTimeout, cfg.AttrTimeout = -1, -1
+	}
+	e.srv, err = Mount(e.mnt, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

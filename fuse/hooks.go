@@ -31,6 +31,7 @@ type mountState struct {
 	vers      *local.Versioner // content versions, shared with the provider
 	closed    atomic.Bool
 	callers   callerCache // calling threads' processes and sessions
+	dirs      *dirFds     // cached directory descriptors (nil: none; dirfds.go)
 	be        backend     // where paths live: the workspace or a branch over it
 	xattrs    xattrEpochs // when remembered xattr absences hold (xattrcache.go)
 }

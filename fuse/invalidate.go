@@ -56,10 +56,17 @@ func (iv *invalidator) close() {
 }
 
 // observe is the policy.Observer: socket mutations are invalidated, mount
-// mutations need nothing (the kernel saw them happen).
+// mutations need nothing (the kernel saw them happen; the mount drops its
+// own directory descriptors as it renames and removes). Cached directory
+// descriptors at and below the changed paths are dropped at once, before
+// the kernel's caches.
 func (iv *invalidator) observe(_ context.Context, ev policy.Event) error {
 	if ev.Actor.Channel == policy.ChannelMount || iv.m.closed.Load() {
 		return nil
+	}
+	iv.m.dirs.forget(ev.Target.DisplayPath)
+	if ev.To != nil {
+		iv.m.dirs.forget(ev.To.DisplayPath)
 	}
 	j := invalJob{ev: ev, done: make(chan struct{})}
 	timer := time.NewTimer(notifyWait)

@@ -78,6 +78,11 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			}
 		}()
 	}
+	// A branch mount resolves every workspace path from the root: its
+	// invalidations follow the branch, not the workspace's renames.
+	if cfg.Watched != nil && cfg.DirFDs > 0 && cfg.Branch == nil {
+		m.dirs = newDirFds(rootFd, cfg.DirFDs, cfg.Watched)
+	}
 	rootNode := m.newNode()
 	m.rootInode = rootNode.EmbeddedInode()
 
@@ -227,6 +232,7 @@ func (mt *Server) release() {
 			mt.inval.close()
 		}
 		mt.state.callers.forget() // closes the callers' pidfds
+		mt.state.dirs.close()
 		_ = unix.Close(mt.state.rootFd)
 		if bb, ok := mt.state.be.(*branchBackend); ok {
 			bb.close()

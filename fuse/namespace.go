@@ -206,6 +206,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errnoOf(err)
 	}
 	defer e.close()
+	m.dirs.forget(rel) // a descriptor cached under this name was of a directory gone since
 	m.chownToCaller(ctx, -1, e, rel)
 	dirMode := mode & 07777
 	if dirSetgid(e.dir) {
@@ -362,6 +363,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if err := m.be.rmdir(ctx, rel, e); err != nil {
 		return errnoOf(err)
 	}
+	m.dirs.forget(rel)
 	m.record(ctx, a, policy.OpUnlink, m.target(rel), before, "", nil)
 	return 0
 }

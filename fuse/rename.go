@@ -122,6 +122,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if err := m.be.rename(ctx, srcRel, dstRel, srcE, dstE, flags); err != nil {
 		return errnoOf(err)
 	}
+	m.dirs.forget(srcRel) // cached descriptors at and below both names are elsewhere now
+	m.dirs.forget(dstRel)
 
 	movedE, err := m.be.moved(dstRel, dstE)
 	if err != nil {

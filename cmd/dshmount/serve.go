@@ -94,7 +94,11 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	log.Debug("descriptor limit", "limit", fds, "socket", ctlCfg.Descriptors(), "kept for the mount", fds-uint64(ctlCfg.Descriptors()))
+	dirFDs, err := dirDescriptors(fds, ctlCfg, cfg.DirFDs, cfg.DirFDsSet)
+	if err != nil {
+		return err
+	}
+	log.Debug("descriptor limit", "limit", fds, "socket", ctlCfg.Descriptors(), "kept for the mount", fds-uint64(ctlCfg.Descriptors()), "directories", dirFDs)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
@@ -132,11 +136,21 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return err
 	}
 
+	// fs.changes vouches for out-of-band changes only while the watcher
+	// runs; the mount keeps directory descriptors only once it started (it
+	// reports no change made before its snapshot).
+	var watching, started atomic.Bool
+	watching.Store(cfg.Watch) // before the start: a watcher that fails at once clears it
+	dirCap := dirFDs
+	if dirCap == 0 {
+		dirCap = -1 // none (fuse reads zero as its default)
+	}
 	mcfg := fuse.Config{
 		Local: lfs, View: view, Engine: engine, Bindings: registry,
 		Logger: log.With("component", "fuse"), Debug: cfg.Debug, AllowOther: cfg.AllowOther,
 		EntryTimeout: orNone(cfg.EntryTO), AttrTimeout: orNone(cfg.AttrTO), Passthrough: cfg.Passthrough,
 		NegativeTimeout: cfg.NegTO, CacheDirs: cfg.DirCache, CacheLinks: cfg.Watch, ReaddirPlus: fuse.ReaddirPlusMode(cfg.ReaddirPlus),
+		Watched: func() bool { return started.Load() && watching.Load() }, DirFDs: dirCap,
 		Commits: branches,
 	}
 	mnt, err := fuse.Mount(cfg.Mountpoint, mcfg)
@@ -153,16 +167,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		}
 	}
 
-	var watching atomic.Bool // fs.changes vouches for out-of-band changes only then
 	if cfg.Watch {
-		watching.Store(true) // before the start: a watcher that fails at once clears it
-		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, func(rel string) { mnt.DropData(rel); bmounts.DropData(rel) },
+		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, func(rel string) { mnt.DropData(rel); bmounts.DropData(rel) }, mnt.ForgetDirs,
 			func() { watching.Store(false) }, log.With("component", "watch"))
 		if werr != nil {
 			unmount()
 			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
 		}
 		defer watcher.Close()
+		started.Store(true)
+		defer started.Store(false) // before the watcher closes: the mount outlives it
 	}
 	ctlCfg.ExternalWatched = watching.Load
 

@@ -82,6 +82,11 @@ type serveConfig struct {
 	// FeedPruneInterval is how often the retention runs
 	// (--feed-prune-interval).
 	FeedPruneInterval time.Duration
+	// DirFDs caps the backing directory descriptors the mount keeps with
+	// the watcher (--dir-fds; 0: none); DirFDsSet says the flag was given
+	// (else serve lowers it to what the descriptor limit leaves).
+	DirFDs    int
+	DirFDsSet bool
 }
 
 // defaultGrace is the shutdown grace period.
@@ -210,11 +215,16 @@ Flags:
 		"keep at most this many of the newest audit entries (0: no count limit)")
 	fs.DurationVar(&cfg.FeedPruneInterval, "feed-prune-interval", policy.DefaultRetentionInterval,
 		"how often old audit entries are pruned (--feed-retention, --feed-max-entries); also once at start")
+	fs.IntVar(&cfg.DirFDs, "dir-fds", fuse.DefaultDirFDs,
+		"with --watch, backing directory descriptors the mount keeps open, so a request below a kept directory skips resolving its path (least recently used closed beyond it; 0: none); counted in the descriptor limit")
 	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, err
 	}
 	cfg.cacheDefaults(fs)
+	if cfg.DirFDs < 0 {
+		return serveConfig{}, fmt.Errorf("--dir-fds must not be negative (0: none), not %d", cfg.DirFDs)
+	}
 	if err := fuse.ReaddirPlusMode(cfg.ReaddirPlus).Validate(); err != nil {
 		return serveConfig{}, fmt.Errorf("--readdirplus: %w", err)
 	}
@@ -389,5 +399,7 @@ func (c *serveConfig) cacheDefaults(fs *flag.FlagSet) {
 	}
 	if !c.Watch {
 		c.DirCache = false
+		c.DirFDs = 0 // nothing would report a directory moved out of band
 	}
+	c.DirFDsSet = set["dir-fds"]
 }

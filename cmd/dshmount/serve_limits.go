@@ -55,6 +55,28 @@ func descriptorBudget(limit uint64, cfg control.Config) error {
 		limit, need, cfg.Descriptors(), mountDescriptors)
 }
 
+// dirDescriptors is the cap on the mount's cached directory descriptors
+// under limit: what the socket's share and the mount's reserve leave. A cap
+// the flag asked for that does not fit is an error; the default is lowered
+// to fit.
+func dirDescriptors(limit uint64, cfg control.Config, want int, explicit bool) (int, error) {
+	need := uint64(cfg.Descriptors()) + mountDescriptors
+	if want <= 0 {
+		return 0, nil
+	}
+	if limit >= need+uint64(want) {
+		return want, nil
+	}
+	if explicit {
+		return 0, fmt.Errorf("the descriptor limit (%d, RLIMIT_NOFILE) is below the %d the daemon needs: %d for the control socket, %d kept for the mount and %d cached directory descriptors (--dir-fds); lower --dir-fds or raise the limit",
+			limit, need+uint64(want), cfg.Descriptors(), mountDescriptors, want)
+	}
+	if limit <= need {
+		return 0, nil
+	}
+	return int(min(limit-need, uint64(want))), nil
+}
+
 // openStateDirForAllowed lets allowed uids search the state directory when
 // the socket lives below it (it stays unlistable; the database directory
 // below it stays private).

@@ -270,3 +270,41 @@ func TestServeConfig_KernelCachesAreLongOnlyWithTheWatcher(t *testing.T) {
 	_, err = parseServeArgs([]string{"--readdirplus", "sometimes", src, mnt}, io.Discard)
 	require.Error(t, err)
 }
+
+func TestServeConfig_DirectoryDescriptorsFitUnderTheLimit(t *testing.T) {
+	cfg := control.Config{MaxConnections: 100}
+	need := uint64(cfg.Descriptors()) + mountDescriptors
+	got, err := dirDescriptors(need+5000, cfg, 4096, false)
+	require.NoError(t, err)
+	assert.Equal(t, 4096, got, "room for the default")
+	got, err = dirDescriptors(need+100, cfg, 4096, false)
+	require.NoError(t, err)
+	assert.Equal(t, 100, got, "the default is lowered to what the limit leaves")
+	got, err = dirDescriptors(need, cfg, 4096, false)
+	require.NoError(t, err)
+	assert.Zero(t, got)
+	_, err = dirDescriptors(need+100, cfg, 4096, true)
+	require.Error(t, err, "an asked-for cap that does not fit")
+	assert.Contains(t, err.Error(), "--dir-fds")
+	got, err = dirDescriptors(need, cfg, 0, true)
+	require.NoError(t, err)
+	assert.Zero(t, got)
+}
+
+func TestServeConfig_DirectoryDescriptorsNeedTheWatcher(t *testing.T) {
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "project"), filepath.Join(dir, "mnt")
+	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, fuse.DefaultDirFDs, cfg.DirFDs)
+	assert.False(t, cfg.DirFDsSet)
+	cfg, err = parseServeArgs([]string{"--watch=false", "--dir-fds", "100", src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, cfg.DirFDs, "nothing would report a directory moved out of band")
+	cfg, err = parseServeArgs([]string{"--dir-fds", "100", src, mnt}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 100, cfg.DirFDs)
+	assert.True(t, cfg.DirFDsSet)
+	_, err = parseServeArgs([]string{"--dir-fds", "-1", src, mnt}, io.Discard)
+	assert.Error(t, err)
+}

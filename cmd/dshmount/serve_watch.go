@@ -37,10 +37,11 @@ func externalOp(k local.TreeKind) policy.MutationOp {
 // one window holds before the watcher reports an overflow and rescans (0:
 // the default). dropData drops the kernel's pages and attributes of a file
 // whose change the daemon counts as its own (see fuse.Server.DropData).
-// stopped is called once if the watcher fails for good; the feed's
+// forget drops the mount's cached directory descriptors when events were
+// lost (fuse.Server.ForgetDirs). stopped is called once if the watcher fails for good; the feed's
 // subscribers are then told they lost changes, since from then on changes
 // made outside the daemon are in no entry.
-func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engine *policy.Engine, skip string, maxPending int, dropData func(string), stopped func(), log *slog.Logger) (io.Closer, error) {
+func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engine *policy.Engine, skip string, maxPending int, dropData func(string), forget, stopped func(), log *slog.Logger) (io.Closer, error) {
 	skipRel := ""
 	if rel, err := filepath.Rel(lfs.Root(), skip); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
 		skipRel = filepath.ToSlash(rel)
@@ -51,14 +52,14 @@ func watchWorkspace(ctx context.Context, lfs *local.FS, view *overlay.View, engi
 		}
 		return view.Access(p) == overlay.Hidden
 	}
-	deliver := workspaceRecorder(ctx, lfs, engine, ignored, dropData, stopped, log)
+	deliver := workspaceRecorder(ctx, lfs, engine, ignored, dropData, forget, stopped, log)
 	return lfs.WatchTree(ctx, local.TreeWatchOptions{MaxPending: maxPending, FlushOn: control.IsChangesCookie}, deliver)
 }
 
 // workspaceRecorder is the watcher's deliver function: it records each
 // out-of-band change with the engine, and on a failure of the watcher calls
 // stopped and tells the feed that changes are lost.
-func workspaceRecorder(ctx context.Context, lfs *local.FS, engine *policy.Engine, ignored func(string) bool, dropData func(string), stopped func(), log *slog.Logger) func([]local.TreeEvent, error) {
+func workspaceRecorder(ctx context.Context, lfs *local.FS, engine *policy.Engine, ignored func(string) bool, dropData func(string), forget, stopped func(), log *slog.Logger) func([]local.TreeEvent, error) {
 	return func(evs []local.TreeEvent, err error) {
 		if err != nil {
 			log.Error("the workspace watcher stopped; out-of-band changes show after the cache timeouts and are not audited, and git fsmonitor answers rescan-everything: restart the daemon", "err", err)
@@ -72,6 +73,9 @@ func workspaceRecorder(ctx context.Context, lfs *local.FS, engine *policy.Engine
 			if ev.Kind == local.TreeOverflow {
 				log.Warn("the workspace watcher lost events (too many changes at once); rescanned the tree")
 				engine.Store().MarkChangesLost() // feed subscribers must rescan too
+				if forget != nil {
+					forget() // a directory moved meanwhile may be in no event
+				}
 				continue
 			}
 			if ignored(ev.Path) || (ev.Kind == local.TreeRenamed && ignored(ev.To)) {

@@ -35,7 +35,7 @@ func TestWorkspaceRecorder_AFailedWatcherEndsTheFeedsVouching(t *testing.T) {
 	defer sub.Close()
 
 	stops := 0
-	deliver := workspaceRecorder(context.Background(), lfs, engine, func(string) bool { return false }, nil,
+	deliver := workspaceRecorder(context.Background(), lfs, engine, func(string) bool { return false }, nil, nil,
 		func() { stops++ }, quiet)
 	deliver(nil, errors.New("inotify read: input/output error"))
 
