@@ -163,6 +163,7 @@ func (e *env) session() policy.Actor {
 	s, err := e.store.OpenSession("fuse-test")
 	require.NoError(e.t, err)
 	e.bind.set(s.ID)
+	e.srv.ForgetCallers() // as the daemon does on a bind: threads answered unbound before ask again
 	e.t.Cleanup(func() { e.bind.set("") })
 	return policy.Actor{Session: s.ID, PID: int32(os.Getpid()), Channel: policy.ChannelSocket}
 }

@@ -173,11 +173,11 @@ func TestKillPriv_SetIDBitsDropLikeOnTheDisk(t *testing.T) {
 			if bound {
 				e.session()
 			}
-			for _, op := range privOps {
+			for i, op := range privOps {
 				for _, mode := range privModes {
 					name := fmt.Sprintf("bound=%v/%s/%04o", bound, op.name, mode)
 					t.Run(name, func(t *testing.T) {
-						file := fmt.Sprintf("f-%v-%d-%o", bound, len(op.name), mode)
+						file := fmt.Sprintf("f-%v-%d-%o", bound, i, mode) // a file of its own per case
 						prepare(t, filepath.Join(native, file), mode)
 						want := modeAfter(t, filepath.Join(native, file), filepath.Join(native, file), op)
 						if mode == 0o4644 {
@@ -255,10 +255,10 @@ func TestKillPriv_BranchMountDropsLikeTheDisk(t *testing.T) {
 		t.Run(fmt.Sprintf("passthrough=%v", pt), func(t *testing.T) {
 			be := newBranchEnv(t, envOptions{passthrough: pt})
 			native := t.TempDir()
-			for _, op := range privOps {
+			for i, op := range privOps {
 				for _, mode := range []uint32{0o6775, 0o4644} {
 					t.Run(fmt.Sprintf("%s/%04o", op.name, mode), func(t *testing.T) {
-						file := fmt.Sprintf("b-%d-%o", len(op.name), mode)
+						file := fmt.Sprintf("b-%d-%o", i, mode)
 						prepare(t, filepath.Join(native, file), mode)
 						want := modeAfter(t, filepath.Join(native, file), filepath.Join(native, file), op)
 						prepare(t, be.b(file), mode)
