@@ -21,8 +21,13 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 		}
 	}
 	home := t.TempDir()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
+	// The shell changes into dir and starts name: this process must not
+	// touch its own mount between fork and exec. Go's fork keeps the
+	// parent thread in a raw syscall until the child has exec'd; a child
+	// that first chdirs into (or execs from) the mount waits for this
+	// process's FUSE server, which a stop-the-world GC has frozen waiting
+	// for that very thread: a deadlock.
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `cd "$0" && exec "$@"`, dir, name}, args...)...)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LC_ALL=C", "TMPDIR=" + home,
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
