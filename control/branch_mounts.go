@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/dshmount/dshmount/internal/mountinfo"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
@@ -407,43 +406,10 @@ func isEmptyDir(dir string) (bool, error) {
 	return len(names) == 0, err
 }
 
-// isMountPoint reports whether dir is a mount point in
-// /proc/self/mountinfo.
+// isMountPoint reports whether dir is a mount point.
 func isMountPoint(dir string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == dir {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// unescapeMountinfo decodes the octal escapes (\040 for a space) of a
-// mountinfo field.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	_, ok, err := mountinfo.Find(dir)
+	return ok, err
 }
 
 // BranchMountGone tells the server that the mount of branch name at dir

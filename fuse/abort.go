@@ -1,7 +1,6 @@
 package fuse
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dshmount/dshmount/internal/mountinfo"
 )
 
 // fusectlDir is where the kernel's fusectl filesystem lists FUSE
@@ -32,33 +33,13 @@ func MountDevice(mountpoint string) (string, error) {
 }
 
 // mountEntry returns the device and filesystem type of the visible mount
-// at mountpoint from /proc/self/mountinfo ("" when none).
+// at mountpoint ("" when none).
 func mountEntry(mountpoint string) (device, fstype string, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", "", fmt.Errorf("mount device of %s: %w", mountpoint, err)
+	e, ok, err := mountinfo.Find(mountpoint)
+	if err != nil || !ok {
+		return "", "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mountpoint {
-			// The last mount on a path is the visible one. The type
-			// follows the "-" separator after the optional fields.
-			device, fstype = fields[2], ""
-			for i := 5; i+1 < len(fields); i++ {
-				if fields[i] == "-" {
-					fstype = fields[i+1]
-					break
-				}
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", "", fmt.Errorf("mount device of %s: %w", mountpoint, err)
-	}
-	return device, fstype, nil
+	return e.Device, e.FSType, nil
 }
 
 // AbortMount aborts the FUSE connection of the mount at mountpoint and

@@ -232,9 +232,3 @@ func TestMount_RefusesIncompleteConfig(t *testing.T) {
 	assert.Contains(t, err.Error(), "Config.Local is required")
 	assert.Contains(t, err.Error(), "Config.Engine is required")
 }
-
-func TestUnescapeMountinfo(t *testing.T) {
-	assert.Equal(t, "/tmp/a b", unescapeMountinfo(`/tmp/a\040b`))
-	assert.Equal(t, `/tmp/x\09`, unescapeMountinfo(`/tmp/x\09`))
-	assert.Equal(t, "/plain", unescapeMountinfo("/plain"))
-}

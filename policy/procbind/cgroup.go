@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/dshmount/dshmount/internal/mountinfo"
 )
 
 // Binding cgroups. A bind moves the process into a cgroup v2 directory of
@@ -57,46 +59,20 @@ type cgroupFS struct {
 	proc  string // the /proc tree
 }
 
-// findCgroup2 looks up the cgroup v2 hierarchy in mountinfo (the contents
-// of /proc/self/mountinfo): its mount point and the hierarchy path mounted
-// there.
-func findCgroup2(mountinfo []byte) (mount, root string, ok bool) {
-	for line := range bytes.SplitSeq(mountinfo, []byte{'\n'}) {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		pre, post, found := bytes.Cut(line, []byte(" - "))
-		if !found {
-			continue
+// findCgroup2 looks up the cgroup v2 hierarchy in a mountinfo table (the
+// contents of /proc/self/mountinfo): its mount point and the hierarchy path
+// mounted there.
+func findCgroup2(table []byte) (mount, root string, ok bool) {
+	entries, err := mountinfo.Parse(bytes.NewReader(table))
+	if err != nil {
+		return "", "", false
+	}
+	for _, e := range entries {
+		if e.FSType == "cgroup2" {
+			return e.MountPoint, e.Root, true
 		}
-		if f := bytes.Fields(post); len(f) == 0 || string(f[0]) != "cgroup2" {
-			continue
-		}
-		f := bytes.Fields(pre)
-		if len(f) < 5 {
-			continue
-		}
-		return unescapeMountinfo(string(f[4])), unescapeMountinfo(string(f[3])), true
 	}
 	return "", "", false
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of a
-// mountinfo field.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // detectCgroups returns the cgroup v2 hierarchy of this machine, and an
