@@ -124,31 +124,15 @@ func (n *node) killOnSetattr(h *handle, st *unix.Stat_t) error {
 // chmodOwn sets the mode of the node's own backing file through an O_PATH
 // descriptor (as setattrBacking does, through the mount's backend).
 func (n *node) chmodOwn(mode uint32) error {
-	rel := n.rel()
-	if err := n.m.be.prepare(rel, false); err != nil {
-		return n.staleIfGone(err)
-	}
-	e, err := n.m.be.entry(rel)
+	_, fd, _, done, err := n.ownPathFd(false)
 	if err != nil {
 		return err
 	}
-	defer e.close()
-	fd, err := e.pathFd()
-	if err != nil {
-		return n.staleIfGone(err)
-	}
-	defer unix.Close(fd)
-	bs, err := fstat(fd)
-	if err == nil {
-		err = n.current(&bs)
-	}
-	if err != nil {
-		return err
-	}
+	defer done()
 	if err := unix.Chmod(procPath(fd), mode); err != nil {
 		return fmt.Errorf("drop set-id bits: %w", err)
 	}
-	n.m.be.changed(rel)
+	n.m.be.changed(n.rel())
 	return nil
 }
 

@@ -144,26 +144,11 @@ func (m *mountState) guardTruncate(a policy.Actor, n *node, h *handle, rel strin
 // Truncation comes before the times, so an explicit mtime is kept.
 func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
 	size, truncating := in.GetSize()
-	if err := n.m.be.prepare(n.rel(), truncating && size == 0); err != nil {
-		return n.staleIfGone(err)
-	}
-	e, err := n.m.be.entry(n.rel())
+	e, fd, bs, done, err := n.ownPathFd(truncating && size == 0)
 	if err != nil {
 		return err
 	}
-	defer e.close()
-	fd, err := e.pathFd()
-	if err != nil {
-		return n.staleIfGone(err)
-	}
-	defer unix.Close(fd)
-	bs, err := fstat(fd)
-	if err == nil {
-		err = n.current(&bs)
-	}
-	if err != nil {
-		return err
-	}
+	defer done()
 	link := bs.st.Mode&syscall.S_IFMT == syscall.S_IFLNK
 	if mode, ok := in.GetMode(); ok {
 		if link {
@@ -211,4 +196,32 @@ func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
 		}
 	}
 	return nil
+}
+
+// ownPathFd prepares the node's own backing file for a metadata change
+// (a branch copies it up first, without content when empty) and opens it
+// as O_PATH without following a link; it checks that the file is still the
+// node's. done closes what it opened.
+func (n *node) ownPathFd(empty bool) (e entry, fd int, bs backingStat, done func(), err error) {
+	rel := n.rel()
+	if err := n.m.be.prepare(rel, empty); err != nil {
+		return entry{}, -1, bs, nil, n.staleIfGone(err)
+	}
+	if e, err = n.m.be.entry(rel); err != nil {
+		return entry{}, -1, bs, nil, err
+	}
+	if fd, err = e.pathFd(); err != nil {
+		e.close()
+		return entry{}, -1, bs, nil, n.staleIfGone(err)
+	}
+	done = func() { _ = unix.Close(fd); e.close() }
+	bs, err = fstat(fd)
+	if err == nil {
+		err = n.current(&bs)
+	}
+	if err != nil {
+		done()
+		return entry{}, -1, bs, nil, err
+	}
+	return e, fd, bs, done, nil
 }
