@@ -206,22 +206,10 @@ func runDshmount(c *runConfig, self, base string, fsArgs func(string, string) []
 	if res.Targets["socket-nosync"], res.Targets["in-process-nosync"], err = runNoSync(c, self, base); err != nil {
 		return err
 	}
-	if c.MemFiles > 0 {
-		res.Memory = map[string]float64{"rss_before_mib": rssMiB(d.cmd.Process.Pid)}
-		logf("memory: %d files through the mount", c.MemFiles)
-		start := time.Now()
-		cmd := bound("fill", "--dir", filepath.Join(mnt, "mem"), "--n", strconv.Itoa(c.MemFiles))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("fill: %w: %s", err, out)
+	if c.MemFiles > 0 { // on a fresh daemon: the workloads above tracked tens of thousands of files already
+		if res.Memory, err = measureMemory(c, self, base); err != nil {
+			return err
 		}
-		res.Memory["fill_s"] = time.Since(start).Seconds()
-		res.Memory["files"] = float64(c.MemFiles)
-		res.Memory["rss_after_mib"] = rssMiB(d.cmd.Process.Pid)
-		time.Sleep(2 * time.Second) // let batched state writes land
-		st := duBytes(state)
-		res.Memory["state_bytes"] = float64(st)
-		res.Memory["state_bytes_per_file"] = float64(st) / float64(c.MemFiles)
-		recordBadgerBytes(res.Memory, state)
 	}
 	return nil
 }
