@@ -15,12 +15,13 @@ what=${1:-test}
 #   attr        getfattr / setfattr (integration/guard_test.go, programs_test.go)
 #   git         the benchmark's workload
 #   make        the README's commands
+#   gcc         cc for go test -race (cgo) and the branch mount's build test
 #   e2fsprogs   small loop filesystems
 #   util-linux  setpriv, mount, umount
 #   kmod        modprobe fuse (.ci/run, when /dev/fuse is missing)
 #   procps      ps, for looking at stuck daemons
 demo_pkgs=(python3:python3)
-test_pkgs=("${demo_pkgs[@]}" vim:vim attr:getfattr git:git make:make e2fsprogs:mke2fs
+test_pkgs=("${demo_pkgs[@]}" vim:vim attr:getfattr git:git make:make gcc:cc e2fsprogs:mke2fs
   util-linux:setpriv kmod:modprobe procps:ps)
 
 case $what in
