@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,7 +29,7 @@ const (
 // branch.diff of a 10,000-file branch with the daemon's RSS before and
 // after (the diff streams: it must not hold every file at once).
 func runBranches(c *runConfig, base string, res *Results) error {
-	src, mnt, state := mkdir(base, "branch-src"), mkdir(base, "branch-mnt"), mkdir(base, "branch-state")
+	src := mkdir(base, "branch-src") // filled before the daemon starts (startServe reuses it)
 	logf("branches: filling %d files", branchFiles)
 	if err := fillDir(filepath.Join(src, "tree"), branchFiles); err != nil {
 		return err
@@ -39,8 +38,7 @@ func runBranches(c *runConfig, base string, res *Results) error {
 	if err := os.WriteFile(filepath.Join(src, "big.txt"), []byte("first line\n"+big), 0o644); err != nil {
 		return fmt.Errorf("big file: %w", err)
 	}
-	args := append([]string{"serve", "--state", state}, strings.Fields(c.ServeArgs)...)
-	d, err := startDaemonArgs(c.Dshmount, append(args, src, mnt))
+	d, _, state, err := startServe(c, base, "branch")
 	if err != nil {
 		return err
 	}
@@ -63,16 +61,6 @@ func runBranches(c *runConfig, base string, res *Results) error {
 	r.finish()
 	res.Targets["branches"] = r
 	return nil
-}
-
-// startDaemonArgs starts the dshmount binary with args and waits for it to
-// be ready.
-func startDaemonArgs(bin string, args []string) (*daemon, error) {
-	d, err := startDaemon(exec.Command(bin, args...), "ready mount=")
-	if err != nil {
-		return nil, fmt.Errorf("dshmount %s: %w", strings.Join(args, " "), err)
-	}
-	return d, nil
 }
 
 // branchRep is one repetition of the create, copy-up and commit rows.
