@@ -1,0 +1,178 @@
+package integration
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requestFiles is how many files each request-count workload touches.
+const requestFiles = 200
+
+// requestSlack is the noise allowed above a pinned count, per file: the
+// kernel sends a few extra LOOKUP or GETATTR when it reclaims dentries
+// or an attribute timestamp ticks over (up to 8 in 200 files seen).
+const requestSlack = 0.05
+
+// requestWorkload is one file workload whose FUSE requests are counted.
+// Each runs in a fresh directory of its own on the mount, in one perl
+// process, so the requests are the syscalls' own and nothing of a shell's
+// (-U: as root perl would lstat before every unlink).
+//
+// Measured when pinned (kernel 6.18, passthrough on): create 7 per file
+// (LOOKUP, CREATE, IOCTL — perl asks whether it is a terminal —, FLUSH,
+// RELEASE, GETATTR of the parent — default_permissions re-reads a
+// directory's attributes after each change of it — and GETXATTR
+// security.capability unbound or WRITE bound: bound writers use direct
+// I/O); rename 3 (LOOKUP of the new name, RENAME, parent GETATTR);
+// unlink 2 (UNLINK, parent GETATTR); lstat after listing 2,000 fresh
+// files 0.9 (--readdirplus auto: only the first listing batch carries
+// attributes, and the writes dropped the others; with --readdirplus
+// always it is 0.01, at the price of a lookup per entry for every listing).
+type requestWorkload struct {
+	name    string
+	files   int    // files touched (0: requestFiles)
+	setup   string // perl run before counting ("" = none)
+	measure string // perl run while counting
+	// pinned is the most requests per file the daemon may receive for the
+	// measured step (FORGET excluded: the kernel sends it when it reclaims
+	// inodes, not per operation), by binding.
+	pinned map[string]float64
+}
+
+// perlCreate writes requestFiles files of 4 KiB each.
+const perlCreate = `for (1..{N}) { open(my $f, ">", "f$_") or die "create f$_: $!"; print $f ("x" x 4096); close($f) or die "close f$_: $!"; }`
+
+var requestWorkloads = []requestWorkload{
+	{
+		name:    "create",
+		measure: perlCreate,
+		pinned:  map[string]float64{"unbound": 7, "bound": 7},
+	},
+	{
+		name:    "stat-after-readdir",
+		files:   2000, // more than one listing batch
+		setup:   perlCreate,
+		measure: `opendir(my $d, ".") or die "opendir: $!"; my @n = grep { !/^\./ } readdir($d); closedir($d); scalar(@n) == {N} or die "listed " . scalar(@n); for (@n) { lstat($_) or die "lstat $_: $!"; }`,
+		pinned:  map[string]float64{"unbound": 0.9, "bound": 0.9},
+	},
+	{
+		name:    "rename",
+		setup:   perlCreate,
+		measure: `for (1..{N}) { rename("f$_", "g$_") or die "rename f$_: $!"; }`,
+		pinned:  map[string]float64{"unbound": 3, "bound": 3},
+	},
+	{
+		name:    "unlink",
+		setup:   perlCreate,
+		measure: `for (1..{N}) { unlink("f$_") or die "unlink f$_: $!"; }`,
+		pinned:  map[string]float64{"unbound": 2, "bound": 2},
+	},
+}
+
+// rxLine matches one received request in go-fuse's debug log.
+var rxLine = regexp.MustCompile(`msg="rx [0-9]+: ([A-Z_0-9]+) `)
+
+// countRequests returns the requests by opcode in log text.
+func countRequests(text string) map[string]int {
+	counts := map[string]int{}
+	for _, m := range rxLine.FindAllStringSubmatch(text, -1) {
+		counts[m[1]]++
+	}
+	return counts
+}
+
+// quietLog waits until the daemon's log has not grown for a while (the
+// kernel sends RELEASE after the last close returned) and returns its size.
+func (d *daemon) quietLog() int {
+	d.t.Helper()
+	last, since := -1, time.Now()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		size := len(d.log())
+		if size != last {
+			last, since = size, time.Now()
+			continue
+		}
+		if time.Since(since) >= 300*time.Millisecond {
+			return size
+		}
+	}
+	d.t.Fatalf("the daemon's log kept growing for 20 s")
+	return 0
+}
+
+// TestRequests_PerFileIsPinned pins how many FUSE requests the kernel sends
+// the daemon per file for create, stat after a listing, rename and unlink,
+// unbound and bound to a session, so a change cannot add round trips
+// unnoticed (each costs a kernel round trip, ~25 µs here). When a change
+// removes requests, lower the pinned numbers.
+func TestRequests_PerFileIsPinned(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Args: []string{"--debug"}})
+	for _, w := range requestWorkloads {
+		for _, binding := range []string{"unbound", "bound"} {
+			t.Run(w.name+"/"+binding, func(t *testing.T) {
+				dir := w.name + "-" + binding
+				require.NoError(t, os.Mkdir(d.m(dir), 0o755))
+				var session string
+				if binding == "bound" {
+					id, err := d.Client.OpenSession(testCtx(t), "requests-"+dir)
+					require.NoError(t, err)
+					session = string(id)
+				}
+				files := w.files
+				if files == 0 {
+					files = requestFiles
+				}
+				run := func(script string) {
+					t.Helper()
+					script = strings.ReplaceAll(script, "{N}", fmt.Sprint(files))
+					args := []string{"perl", "-U", "-e", "chdir($ARGV[0]) or die \"chdir: $!\"; " + script, d.m(dir)}
+					var cmd *exec.Cmd
+					if binding == "bound" {
+						cmd = exec.Command(dshBinary, append([]string{"exec", "--socket", d.Socket, "--session", session, "--"}, args...)...)
+					} else {
+						cmd = exec.Command(args[0], args[1:]...)
+					}
+					_, stderr, code := runCaptured(t, cmd)
+					require.Zero(t, code, "%s: %s", script, stderr)
+				}
+				if w.setup != "" {
+					run(w.setup)
+				}
+				from := d.quietLog()
+				run(w.measure)
+				to := d.quietLog()
+				counts := countRequests(d.log()[from:to])
+				delete(counts, "FORGET")
+				delete(counts, "BATCH_FORGET")
+				total := 0
+				for _, n := range counts {
+					total += n
+				}
+				perFile := float64(total) / float64(files)
+				t.Logf("%s %s: %.2f requests per file: %s", w.name, binding, perFile, formatCounts(counts))
+				assert.LessOrEqual(t, perFile, w.pinned[binding]+requestSlack,
+					"%s %s: FUSE requests per file went up (%s)", w.name, binding, formatCounts(counts))
+			})
+		}
+	}
+}
+
+// formatCounts renders counts by opcode, most first.
+func formatCounts(counts map[string]int) string {
+	ops := slices.SortedFunc(maps.Keys(counts), func(a, b string) int { return counts[b] - counts[a] })
+	parts := make([]string, 0, len(ops))
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s %d", op, counts[op]))
+	}
+	return strings.Join(parts, ", ")
+}
