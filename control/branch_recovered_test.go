@@ -101,7 +101,7 @@ func TestAuditRecovered_AppliedJournalIsFinishedAndAnUndoneAtomicPatchReported(t
 		"steps": []map[string]any{{"op": "write", "path": "a.txt", "base": string(branch.BaseAbsent), "new": string(committed), "staged": "n0"}}})
 	put("j2.json", map[string]any{"id": "j2", "label": "the atomic patch", "state": "applying",
 		"staging": branch.StagingDir + "/j2",
-		"steps": []map[string]any{{"op": "write", "path": "p.txt", "base": string(branch.BaseAbsent), "new": string(committed), "staged": "n0"}}})
+		"steps":   []map[string]any{{"op": "write", "path": "p.txt", "base": string(branch.BaseAbsent), "new": string(committed), "staged": "n0"}}})
 
 	env := newMountEnv(t, state, func(ws string) {
 		require.NoError(t, os.WriteFile(filepath.Join(ws, "a.txt"), []byte("edited while down\n"), 0o644))
