@@ -58,8 +58,11 @@ type Hooks struct {
 	// them: the mount's dirty pages are written back, the watcher learns
 	// the changes are the daemon's own.
 	Announce func(ctx context.Context, ts []provider.Target)
-	// Applied runs after the workspace holds the new state, with every
-	// file changed (audit entries, observations, cache invalidation).
+	// Applied runs once the workspace holds the new state (flushed), with
+	// every file changed (audit entries, observations, cache
+	// invalidation), before the journal is marked applied and the branch
+	// reset: a start after a kill records the files again only when the
+	// journal was not marked yet (see Recovered.Audited).
 	Applied func(ctx context.Context, files []AppliedFile)
 	// Allow, when set, vets every path the commit would change (the
 	// view's hide and read-only rules, which may be stricter than when

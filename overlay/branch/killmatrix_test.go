@@ -53,12 +53,11 @@ func settlesForward(at int, c downChange) bool {
 	return c.name == "none" || c.name == "newindir"
 }
 
-// killRun is one cell of the matrix: a copy of the template's directories,
-// and what the killed child printed.
+// killRun is one killed child: the copy of the template's directories it
+// ran on, what it printed and how it ended.
 type killRun struct {
 	how       string // "commit" or "atomic"
 	at        int
-	change    downChange
 	ws, state string
 	out       []byte
 	err       error
@@ -71,8 +70,8 @@ const killRunners = 8
 // TestCommit_KilledByKill9IsAllOrNothing runs bigBranch's 200-file commit,
 // and the same changes as one atomic change set (what fs.patch {atomic}
 // does), in child processes that kill themselves with SIGKILL at each
-// crash point; while the daemon is down the workspace gets each of
-// downChanges; then the state is opened again here. Every cell ends either
+// crash point; each killed state is copied once per downChange, made in
+// the workspace while the daemon is down; then it is opened again here. Every cell ends either
 // with the commit complete (the change on top) or with the workspace as
 // before it and the branch byte for byte as before (its upper files,
 // records, base copies and mount record); and the commit is recorded
@@ -88,16 +87,19 @@ func TestCommit_KilledByKill9IsAllOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.SetMount("/mnt/big-branch"))
 	require.NoError(t, tmpl.m.Close())
-	branchDir := filepath.Join("branches", "big")
-	branchBefore := treeBytes(t, filepath.Join(tmpl.state, branchDir))
+	branchBefore := treeBytes(t, filepath.Join(tmpl.state, "branches", "big"))
 
 	var runs []*killRun
 	for _, how := range []string{"commit", "atomic"} {
+		for _, at := range crashPoints {
+			runs = append(runs, &killRun{how: how, at: at, ws: memDir(t), state: memDir(t)})
+		}
+	}
+	cells := map[*killRun]map[string][2]string{}
+	for _, r := range runs {
+		cells[r] = map[string][2]string{}
 		for _, c := range downChanges {
-			for _, at := range crashPoints {
-				r := &killRun{how: how, at: at, change: c, ws: memDir(t), state: memDir(t)}
-				runs = append(runs, r)
-			}
+			cells[r][c.name] = [2]string{memDir(t), memDir(t)}
 		}
 	}
 	sem := make(chan struct{}, killRunners)
@@ -116,81 +118,99 @@ func TestCommit_KilledByKill9IsAllOrNothing(t *testing.T) {
 			cmd.Env = append(os.Environ(), "DSH_BRANCH_KILL_AT="+strconv.Itoa(r.at), "DSH_BRANCH_HOW="+r.how,
 				"DSH_BRANCH_WS="+r.ws, "DSH_BRANCH_STATE="+r.state)
 			r.out, r.err = cmd.CombinedOutput()
+			// The same killed state, once per change made while down.
+			for _, dirs := range cells[r] {
+				if err := copyTree(r.ws, dirs[0]); err != nil {
+					r.out = append(r.out, err.Error()...)
+				} else if err := copyTree(r.state, dirs[1]); err != nil {
+					r.out = append(r.out, err.Error()...)
+				}
+			}
 		})
 	}
 	wg.Wait()
 	t.Logf("%d killed children ran in %s", len(runs), time.Since(t0))
 	for _, r := range runs {
-		t.Run(fmt.Sprintf("%s/%s/%d", r.how, r.change.name, r.at), func(t *testing.T) {
-			var ee *exec.ExitError
-			require.ErrorAs(t, r.err, &ee, "%s", r.out)
-			st, ok := ee.Sys().(syscall.WaitStatus)
-			require.True(t, ok)
-			require.True(t, st.Signaled(), "%s", r.out)
-			require.Equal(t, syscall.SIGKILL, st.Signal())
-			if r.change.path != "" {
-				p := filepath.Join(r.ws, r.change.path)
-				require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-				require.NoError(t, os.WriteFile(p, []byte(r.change.content), 0o644))
-			}
-			e := openEnv(t, r.ws, r.state)
-			forward := settlesForward(r.at, r.change)
-
-			want := maps.Clone(before)
-			if forward {
-				want = maps.Clone(after)
-			}
-			if r.change.path != "" {
-				want[r.change.path] = r.change.content
-				want[filepath.Dir(r.change.path)+"/"] = "<dir>"
-			}
-			assert.Equal(t, want, e.snapshot(), "the workspace is entirely %s the commit, with the change made while down",
-				map[bool]string{true: "after", false: "before"}[forward])
-
-			b, err := e.m.Get("big")
-			if r.how == "commit" && forward {
-				assert.Equal(t, provider.CodeNotFound, provider.CodeOf(err), "the committed branch is gone")
-				assert.NoDirExists(t, filepath.Join(r.state, branchDir))
-			} else {
-				require.NoError(t, err, "the branch is kept")
-				assert.Equal(t, "/mnt/big-branch", b.Mount(), "the daemon mounts it again")
-				assert.Equal(t, branchBefore, treeBytes(t, filepath.Join(r.state, branchDir)), "the branch is exactly as before")
-			}
-
-			_, lerr := os.Stat(filepath.Join(r.state, "live-audit"))
-			live := lerr == nil
-			recs := e.m.TakeRecovered()
-			if r.at == journalGone {
-				assert.Empty(t, recs)
-				assert.True(t, live, "the run recorded the commit")
-				assertClean(t, e)
-				return
-			}
-			require.Len(t, recs, 1)
-			rec := recs[0]
-			assert.Equal(t, forward, rec.Forward)
-			assert.Equal(t, forward && r.at >= appliedMarked, live, "the run recorded the commit only once it was in place")
-			assert.Equal(t, live, rec.Audited, "the commit is recorded once: by the run or by the start")
-			if r.how == "commit" {
-				assert.Equal(t, "big", rec.Branch)
-			} else {
-				assert.Empty(t, rec.Branch)
-			}
-			switch {
-			case forward && r.change.path != "":
-				require.Len(t, rec.OutOfBand, 1, "the change made while down is reported")
-				assert.Equal(t, r.change.path, rec.OutOfBand[0].Target.DisplayPath)
-				assert.Equal(t, local.VersionOfBytes([]byte(r.change.content)), rec.OutOfBand[0].After)
-			case forward:
-				assert.Empty(t, rec.OutOfBand)
-			case r.at > lastStaging:
-				assert.Contains(t, rec.Reason, r.change.path, "the undo names the path changed while down")
-			default:
-				assert.Contains(t, rec.Reason, "staging")
-			}
-			assertClean(t, e)
-		})
+		for _, c := range downChanges {
+			t.Run(fmt.Sprintf("%s/%s/%d", r.how, c.name, r.at), func(t *testing.T) {
+				checkKilled(t, r, c, cells[r][c.name][0], cells[r][c.name][1], before, after, branchBefore)
+			})
+		}
 	}
+}
+
+// checkKilled checks one cell of the kill -9 matrix: run r's killed state,
+// copied to the workspace ws and state directory state, with c made in
+// the workspace, opened again.
+func checkKilled(t *testing.T, r *killRun, c downChange, ws, state string, before, after, branchBefore map[string]string) {
+	branchDir := filepath.Join("branches", "big")
+	var ee *exec.ExitError
+	require.ErrorAs(t, r.err, &ee, "%s", r.out)
+	st, ok := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ok)
+	require.True(t, st.Signaled(), "%s", r.out)
+	require.Equal(t, syscall.SIGKILL, st.Signal())
+	if c.path != "" {
+		p := filepath.Join(ws, c.path)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(c.content), 0o644))
+	}
+	e := openEnv(t, ws, state)
+	forward := settlesForward(r.at, c)
+
+	want := maps.Clone(before)
+	if forward {
+		want = maps.Clone(after)
+	}
+	if c.path != "" {
+		want[c.path] = c.content
+		want[filepath.Dir(c.path)+"/"] = "<dir>"
+	}
+	assert.Equal(t, want, e.snapshot(), "the workspace is entirely %s the commit, with the change made while down",
+		map[bool]string{true: "after", false: "before"}[forward])
+
+	b, err := e.m.Get("big")
+	if r.how == "commit" && forward {
+		assert.Equal(t, provider.CodeNotFound, provider.CodeOf(err), "the committed branch is gone")
+		assert.NoDirExists(t, filepath.Join(state, branchDir))
+	} else {
+		require.NoError(t, err, "the branch is kept")
+		assert.Equal(t, "/mnt/big-branch", b.Mount(), "the daemon mounts it again")
+		assert.Equal(t, branchBefore, treeBytes(t, filepath.Join(state, branchDir)), "the branch is exactly as before")
+	}
+
+	_, lerr := os.Stat(filepath.Join(state, "live-audit"))
+	live := lerr == nil
+	recs := e.m.TakeRecovered()
+	if r.at == journalGone {
+		assert.Empty(t, recs)
+		assert.True(t, live, "the run recorded the commit")
+		assertClean(t, e)
+		return
+	}
+	require.Len(t, recs, 1)
+	rec := recs[0]
+	assert.Equal(t, forward, rec.Forward)
+	assert.Equal(t, forward && r.at >= appliedMarked, live, "the run recorded the commit only once it was in place")
+	assert.Equal(t, live, rec.Audited, "the commit is recorded once: by the run or by the start")
+	if r.how == "commit" {
+		assert.Equal(t, "big", rec.Branch)
+	} else {
+		assert.Empty(t, rec.Branch)
+	}
+	switch {
+	case forward && c.path != "":
+		require.Len(t, rec.OutOfBand, 1, "the change made while down is reported")
+		assert.Equal(t, c.path, rec.OutOfBand[0].Target.DisplayPath)
+		assert.Equal(t, local.VersionOfBytes([]byte(c.content)), rec.OutOfBand[0].After)
+	case forward:
+		assert.Empty(t, rec.OutOfBand)
+	case r.at > lastStaging:
+		assert.Contains(t, rec.Reason, c.path, "the undo names the path changed while down")
+	default:
+		assert.Contains(t, rec.Reason, "staging")
+	}
+	assertClean(t, e)
 }
 
 // TestKillHelper is the child of TestCommit_KilledByKill9IsAllOrNothing:

@@ -166,8 +166,8 @@ func (m *Manager) changedOnTop(j *journal) ([]AppliedFile, error) {
 		if want == BaseAbsent {
 			f.Before = ""
 		}
-		if cur == BaseAbsent {
-			f.After, f.Deleted = "", true
+		if cur == BaseAbsent || cur == BaseDir {
+			f.After, f.Deleted = "", true // gone, or now a directory
 		}
 		out = append(out, f)
 	}
