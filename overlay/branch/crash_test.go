@@ -100,18 +100,8 @@ func TestCommit_RollsBackWhenAPathChangedWhileDown(t *testing.T) {
 		t.Run(strconv.Itoa(at), func(t *testing.T) {
 			e := newEnv(t)
 			before, _ := bigBranch(t, e)
-			e.m.hooks.step = func(n int) error {
-				if n == at {
-					return errStopped
-				}
-				return nil
-			}
-			_, err := e.m.Commit(context.Background(), "big", false, Hooks{})
-			require.ErrorIs(t, err, errStopped)
-			require.NoError(t, e.m.Close())
 			// While down: someone edits a file the commit writes last.
-			e.put("src/f149.txt", "edited while down\n")
-			e.open()
+			commitStoppedThenEdited(t, e, false, func(n int) bool { return n == at }, "src/f149.txt", "edited while down\n")
 			want := before
 			want["src/f149.txt"] = "edited while down\n"
 			assert.Equal(t, want, e.snapshot())
@@ -167,18 +157,10 @@ func TestCommit_StoppedOnceTheBranchWentKeepsTheCommit(t *testing.T) {
 			e := newEnv(t)
 			_, after := bigBranch(t, e)
 			dir := filepath.Join(e.state, "branches", "big")
-			e.m.hooks.step = func(int) error {
+			commitStoppedThenEdited(t, e, keep, func(int) bool {
 				st, err := os.Stat(filepath.Join(dir, "changes.log"))
-				if os.IsNotExist(err) || err == nil && st.Size() == 0 {
-					return errStopped // the branch is gone or empty
-				}
-				return nil
-			}
-			_, err := e.m.Commit(context.Background(), "big", keep, Hooks{})
-			require.ErrorIs(t, err, errStopped)
-			require.NoError(t, e.m.Close())
-			e.put("src/f100.txt", "edited while down\n")
-			e.open()
+				return os.IsNotExist(err) || err == nil && st.Size() == 0 // the branch is gone or empty
+			}, "src/f100.txt", "edited while down\n")
 			want := after
 			want["src/f100.txt"] = "edited while down\n"
 			assert.Equal(t, want, e.snapshot(), "the commit stands, with the change made while down on top")
@@ -197,4 +179,22 @@ func TestCommit_StoppedOnceTheBranchWentKeepsTheCommit(t *testing.T) {
 			assertClean(t, e)
 		})
 	}
+}
+
+// commitStoppedThenEdited commits branch big (keep), stopped as a kill -9
+// would stop it at the first hook step stop accepts, writes rel while the
+// manager is closed, and opens it again.
+func commitStoppedThenEdited(t *testing.T, e *env, keep bool, stop func(n int) bool, rel, content string) {
+	t.Helper()
+	e.m.hooks.step = func(n int) error {
+		if stop(n) {
+			return errStopped
+		}
+		return nil
+	}
+	_, err := e.m.Commit(context.Background(), "big", keep, Hooks{})
+	require.ErrorIs(t, err, errStopped)
+	require.NoError(t, e.m.Close())
+	e.put(rel, content)
+	e.open()
 }
