@@ -638,8 +638,8 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(co
 	}
 	files := appliedFiles(m, j)
 	// Recorded before the applied mark: a kill in between leaves an
-	// applying journal the next start finishes and records again, never
-	// a commit no one recorded.
+	// applying journal the next start settles and records again (a
+	// duplicate at worst), never a commit no one recorded.
 	if applied != nil {
 		applied(ctx, files)
 	}
