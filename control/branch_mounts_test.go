@@ -94,8 +94,9 @@ func (s *syncBuffer) String() string {
 }
 
 // newMountEnv starts a server with branches kept in state (a new temp
-// directory when empty) and the fake mounter.
-func newMountEnv(t *testing.T, state string) *mountEnv {
+// directory when empty) and the fake mounter; each prepare runs on the
+// workspace directory before the branches are opened.
+func newMountEnv(t *testing.T, state string, prepare ...func(ws string)) *mountEnv {
 	t.Helper()
 	if state == "" {
 		state = t.TempDir()
@@ -104,6 +105,9 @@ func newMountEnv(t *testing.T, state string) *mountEnv {
 	me.testEnv = newTestEnv(t, func(cfg *Config) {
 		lfs, ok := cfg.Engine.FS().(*local.FS)
 		require.True(t, ok)
+		for _, f := range prepare {
+			f(lfs.Root())
+		}
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"/" + branch.StagingDir}})
 		require.NoError(t, err)
 		cfg.Engine = policy.NewEngine(cfg.Engine.Store(), view)

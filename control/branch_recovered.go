@@ -12,10 +12,14 @@ import (
 // auditRecovered writes the audit entries of the commits the branch
 // manager settled when it opened (a daemon killed mid-commit): each file a
 // finished commit changed is recorded as the commit would have recorded it
-// (detail "branch NAME commit, finished at daemon start"); each file of an
-// undone one gets an FS_ABORTED entry with the same detail naming the
-// branch and why it was undone. The committing session is not known after
-// a restart: the entries name the daemon's uid on the socket channel.
+// (detail "branch NAME commit, finished at daemon start"), unless the
+// killed daemon recorded them already (Audited); each change made on top
+// of a finished commit while the daemon was down is recorded as an
+// out-of-band change (channel external); each file of an undone commit
+// gets an FS_ABORTED entry with the same detail naming the branch and why
+// it was undone (an undone atomic patch is reported so too). The
+// committing session is not known after a restart: the entries name the
+// daemon's uid on the socket channel.
 func (s *Server) auditRecovered(recs []branch.Recovered) {
 	ctx := context.Background()
 	actor := policy.Actor{UID: s.uid, Channel: policy.ChannelSocket}
@@ -29,7 +33,11 @@ func (s *Server) auditRecovered(recs []branch.Recovered) {
 		} else {
 			detail += ", undone at daemon start"
 		}
-		for _, f := range r.Files {
+		files := r.Files
+		if r.Forward && r.Audited {
+			files = nil
+		}
+		for _, f := range files {
 			op := policy.OpWrite
 			if f.Deleted {
 				op = policy.OpDelete
@@ -48,7 +56,20 @@ func (s *Server) auditRecovered(recs []branch.Recovered) {
 				s.log.Warn("could not audit an undone commit", "commit", r.Label, "path", f.Target.DisplayPath, "err", err)
 			}
 		}
-		s.log.Info("audited a commit settled at start", "commit", r.Label, "finished", r.Forward, "files", len(r.Files))
+		for _, f := range r.OutOfBand {
+			op := policy.OpWrite
+			switch {
+			case f.Deleted:
+				op = policy.OpDelete
+			case f.Before == "":
+				op = policy.OpCreate
+			}
+			if _, err := s.engine.RecordExternal(ctx, policy.ExternalChange{Op: op, Target: f.Target, After: f.After}); err != nil {
+				s.log.Warn("could not record a change made while the daemon was down", "path", f.Target.DisplayPath, "err", err)
+			}
+		}
+		s.log.Info("audited a commit settled at start", "commit", r.Label, "finished", r.Forward,
+			"files", len(r.Files), "changed_while_down", len(r.OutOfBand))
 	}
 	if len(recs) > 0 {
 		if err := s.store.Flush(); err != nil {

@@ -58,8 +58,11 @@ type Hooks struct {
 	// them: the mount's dirty pages are written back, the watcher learns
 	// the changes are the daemon's own.
 	Announce func(ctx context.Context, ts []provider.Target)
-	// Applied runs after the workspace holds the new state, with every
-	// file changed (audit entries, observations, cache invalidation).
+	// Applied runs once the workspace holds the new state (flushed), with
+	// every file changed (audit entries, observations, cache
+	// invalidation), before the journal is marked applied and the branch
+	// reset: a start after a kill records the files again only when the
+	// journal was not marked yet (see Recovered.Audited).
 	Applied func(ctx context.Context, files []AppliedFile)
 	// Allow, when set, vets every path the commit would change (the
 	// view's hide and read-only rules, which may be stricter than when
@@ -102,47 +105,6 @@ func (e *ConflictError) message() string {
 func (e *ConflictError) Unwrap() error {
 	return &provider.Error{Code: provider.CodeStaleVersion, Op: "commit", Message: e.message()}
 }
-
-// Step operations of a journal.
-const (
-	opWrite  = "write"
-	opDelete = "delete"
-	opMkdir  = "mkdir"
-	opRmdir  = "rmdir"
-)
-
-// step is one primitive change of a journaled commit.
-type step struct {
-	Op     string           `json:"op"`
-	Path   string           `json:"path"`
-	Base   provider.Version `json:"base,omitempty"`
-	New    provider.Version `json:"new,omitempty"`
-	Staged string           `json:"staged,omitempty"` // file in the staging dir holding the new content
-	Backup string           `json:"backup,omitempty"` // hard link to the replaced or deleted file
-	Link   string           `json:"link,omitempty"`   // a write that makes a symbolic link to Link
-	Mode   uint32           `json:"mode,omitempty"`   // a made directory's permission bits
-
-	data   []byte
-	source string
-	mode   os.FileMode
-}
-
-// journal is the intent record of one commit.
-type journal struct {
-	ID      string `json:"id"`
-	Label   string `json:"label"`
-	State   string `json:"state"` // "staging", then "applying"
-	Staging string `json:"staging"`
-	Branch  string `json:"branch,omitempty"` // reset (Keep) or removed once applied
-	Keep    bool   `json:"keep,omitempty"`
-	Steps   []step `json:"steps"`
-}
-
-// Journal states.
-const (
-	stateStaging  = "staging"
-	stateApplying = "applying"
-)
 
 // afterApply is run once the workspace holds the new state, before the
 // journal goes (a branch is reset or removed there).
@@ -301,14 +263,7 @@ func (m *Manager) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after af
 	if err := m.journals.put(id+".json", j); err != nil {
 		return nil, fmt.Errorf("%s: write the commit journal: %w", cs.Label, err)
 	}
-	files, err = m.stageAndApply(ctx, &j, after)
-	if err != nil {
-		return nil, err
-	}
-	if hooks.Applied != nil {
-		hooks.Applied(ctx, files)
-	}
-	return files, nil
+	return m.stageAndApply(ctx, &j, hooks.Applied, after)
 }
 
 // claimFiles pairs each target with the base its steps expect.
@@ -595,11 +550,15 @@ func (m *Manager) stepHook(n int) error {
 var errStopped = errors.New("commit stopped by a test hook")
 
 // stageAndApply stages the new files and backups, marks the journal
-// applying, renames everything into place and cleans up. Steps are counted
-// for the test hook: 0 after the intent record, then one per staged file,
-// one after the applying mark, one per applied step, one after the
-// branch's reset, one after the journal's removal.
-func (m *Manager) stageAndApply(ctx context.Context, j *journal, after afterApply) ([]AppliedFile, error) {
+// applying, renames everything into place, flushes the workspace, records
+// the files (applied), marks the journal applied, and only then resets or
+// removes the branch and deletes the journal: a kill before the applied
+// mark leaves the branch as it was, one after it a commit the next start
+// finishes. Steps are counted for the test hook: 0 after the intent
+// record, then one per staged file, one after the applying mark, one per
+// applied step, one after the applied mark, one after the branch's reset,
+// one after the journal's removal.
+func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(context.Context, []AppliedFile), after afterApply) ([]AppliedFile, error) {
 	n := 0
 	hook := func() error {
 		err := m.stepHook(n)
@@ -677,9 +636,22 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, after afterAppl
 	if err := syncfs(m.lower.Root()); err != nil {
 		return nil, fmt.Errorf("%s: flush the workspace: %w", j.Label, err)
 	}
+	files := appliedFiles(m, j)
+	// Recorded before the applied mark: a kill in between leaves an
+	// applying journal the next start settles and records again (a
+	// duplicate at worst), never a commit no one recorded.
+	if applied != nil {
+		applied(ctx, files)
+	}
+	if err := m.markApplied(j, applied != nil); err != nil {
+		return nil, fmt.Errorf("%w (the workspace holds the commit; the next start finishes it)", err)
+	}
+	if err := hook(); err != nil {
+		return nil, err
+	}
 	if after.run != nil {
 		if err := after.run(); err != nil {
-			return nil, fmt.Errorf("%s: applied, but the branch could not be reset: %w", j.Label, err)
+			return nil, fmt.Errorf("%s: applied, but the branch could not be reset: %w (the next start finishes it)", j.Label, err)
 		}
 	}
 	if err := hook(); err != nil {
@@ -692,25 +664,7 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, after afterAppl
 		return nil, err
 	}
 	m.removeStaging(j)
-	return appliedFiles(m, j), nil
-}
-
-// appliedFiles lists the files a finished journal changed.
-func appliedFiles(m *Manager, j *journal) []AppliedFile {
-	var out []AppliedFile
-	for _, s := range j.Steps {
-		switch s.Op {
-		case opWrite:
-			f := AppliedFile{Target: m.lower.TargetForRel(s.Path), After: s.New}
-			if s.Base != BaseAbsent && s.Base != BaseDir {
-				f.Before = s.Base
-			}
-			out = append(out, f)
-		case opDelete:
-			out = append(out, AppliedFile{Target: m.lower.TargetForRel(s.Path), Deleted: true, Before: s.Base})
-		}
-	}
-	return out
+	return files, nil
 }
 
 // applyStep does one step.

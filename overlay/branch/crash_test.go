@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,11 +43,19 @@ func bigBranch(t testing.TB, e *env) (before, after map[string]string) {
 }
 
 // commitSteps is the number of hook steps of bigBranch's commit: intent,
-// 200 staged, applying mark, 1 mkdir + 200 applied, reset, journal gone.
-const commitSteps = 1 + 200 + 1 + 201 + 2
+// 200 staged, applying mark, 1 mkdir + 200 applied, applied mark, reset,
+// journal gone.
+const commitSteps = 1 + 200 + 1 + 201 + 3
+
+// Hook steps of bigBranch's commit where its state changes.
+const (
+	lastStaging   = 200 // up to here the journal says staging
+	appliedMarked = 403 // from here the journal says applied
+	journalGone   = 405 // the journal is deleted
+)
 
 // crashPoints are the steps a commit is stopped at.
-var crashPoints = []int{0, 1, 2, 50, 100, 199, 200, 201, 202, 203, 204, 250, 300, 350, 380, 400, 401, 402, 403, 404}
+var crashPoints = []int{0, 1, 2, 50, 100, 199, 200, 201, 202, 203, 250, 300, 350, 380, 400, 401, 402, 403, 404, 405}
 
 // TestCommit_StoppedAtAnyStepIsAllOrNothing stops a 200-file commit at
 // each crash point, as a kill -9 would leave the disk (a test hook), then
@@ -70,7 +77,7 @@ func TestCommit_StoppedAtAnyStepIsAllOrNothing(t *testing.T) {
 			require.ErrorIs(t, err, errStopped)
 			e.restart()
 			got := e.snapshot()
-			if at <= 200 {
+			if at <= lastStaging {
 				assert.Equal(t, before, got, "stopped while staging: all before")
 				b, err := e.m.Get("big")
 				require.NoError(t, err, "the branch is intact")
@@ -93,18 +100,8 @@ func TestCommit_RollsBackWhenAPathChangedWhileDown(t *testing.T) {
 		t.Run(strconv.Itoa(at), func(t *testing.T) {
 			e := newEnv(t)
 			before, _ := bigBranch(t, e)
-			e.m.hooks.step = func(n int) error {
-				if n == at {
-					return errStopped
-				}
-				return nil
-			}
-			_, err := e.m.Commit(context.Background(), "big", false, Hooks{})
-			require.ErrorIs(t, err, errStopped)
-			require.NoError(t, e.m.Close())
 			// While down: someone edits a file the commit writes last.
-			e.put("src/f149.txt", "edited while down\n")
-			e.open()
+			commitStoppedThenEdited(t, e, false, func(n int) bool { return n == at }, "src/f149.txt", "edited while down\n")
 			want := before
 			want["src/f149.txt"] = "edited while down\n"
 			assert.Equal(t, want, e.snapshot())
@@ -114,78 +111,6 @@ func TestCommit_RollsBackWhenAPathChangedWhileDown(t *testing.T) {
 			assertClean(t, e)
 		})
 	}
-}
-
-// TestCommit_KilledByKill9IsAllOrNothing runs a 200-file commit, and the
-// same changes applied as one atomic change set (what fs.patch {atomic}
-// does), in a child process that kills itself with SIGKILL at each crash
-// point, then opens the state again here: entirely before or entirely
-// after.
-func TestCommit_KilledByKill9IsAllOrNothing(t *testing.T) {
-	if os.Getenv("DSH_BRANCH_KILL_AT") != "" {
-		t.Skip("helper")
-	}
-	for _, how := range []string{"commit", "atomic"} {
-		for _, at := range crashPoints {
-			if how == "atomic" && at == commitSteps-1 {
-				continue // an atomic change set has no branch to reset: one step fewer
-			}
-			t.Run(how+"/"+strconv.Itoa(at), func(t *testing.T) {
-				e := newEnv(t)
-				before, after := bigBranch(t, e)
-				require.NoError(t, e.m.Close())
-				cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelper$", "-test.count=1")
-				cmd.Env = append(os.Environ(), "DSH_BRANCH_KILL_AT="+strconv.Itoa(at), "DSH_BRANCH_HOW="+how,
-					"DSH_BRANCH_WS="+e.ws, "DSH_BRANCH_STATE="+e.state)
-				out, err := cmd.CombinedOutput()
-				var ee *exec.ExitError
-				require.ErrorAs(t, err, &ee, "%s", out)
-				ws, ok := ee.Sys().(syscall.WaitStatus)
-				require.True(t, ok)
-				require.True(t, ws.Signaled(), "%s", out)
-				assert.Equal(t, syscall.SIGKILL, ws.Signal())
-				e.open()
-				if at <= 200 {
-					assert.Equal(t, before, e.snapshot())
-				} else {
-					assert.Equal(t, after, e.snapshot())
-				}
-				assertClean(t, e)
-			})
-		}
-	}
-}
-
-// TestKillHelper is the child of TestCommit_KilledByKill9IsAllOrNothing.
-func TestKillHelper(t *testing.T) {
-	at, err := strconv.Atoi(os.Getenv("DSH_BRANCH_KILL_AT"))
-	if err != nil {
-		t.Skip("only run as a helper process")
-	}
-	e := &env{t: t, ws: os.Getenv("DSH_BRANCH_WS"), state: os.Getenv("DSH_BRANCH_STATE")}
-	lfs, err := newLower(e.ws)
-	require.NoError(t, err)
-	e.lower = lfs
-	e.opts.hooks.step = func(n int) error {
-		if n == at {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-		return nil
-	}
-	e.open()
-	if os.Getenv("DSH_BRANCH_HOW") == "atomic" {
-		b, err := e.m.Get("big")
-		require.NoError(t, err)
-		b.mu.RLock()
-		cs := b.changeSet()
-		b.mu.RUnlock()
-		cs.Label = "atomic patch"
-		_, err = e.m.Apply(context.Background(), cs, Hooks{})
-		t.Fatalf("atomic apply returned (%v) instead of being killed at %d", err, at)
-	}
-	_, err = e.m.Commit(context.Background(), "big", false, Hooks{})
-	t.Fatalf("commit returned (%v) instead of being killed at %d", err, at)
 }
 
 // assertClean checks that no journal and no staging are left.
@@ -218,4 +143,58 @@ func TestCommit_RollsBackWhenAnAppliedPathWasRestoredWhileDown(t *testing.T) {
 	e.open()
 	assert.Equal(t, before, e.snapshot())
 	assertClean(t, e)
+}
+
+// TestCommit_StoppedOnceTheBranchWentKeepsTheCommit is the scenario of
+// issue 27: a commit is stopped (as by a kill -9) after its branch was
+// removed (or, with keep, emptied) and before its journal went, and a file
+// it wrote is changed while the daemon is down. The start must finish the
+// commit with that change on top (the branch's writes are in the
+// workspace), not undo it (they would be nowhere).
+func TestCommit_StoppedOnceTheBranchWentKeepsTheCommit(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			e := newEnv(t)
+			_, after := bigBranch(t, e)
+			dir := filepath.Join(e.state, "branches", "big")
+			commitStoppedThenEdited(t, e, keep, func(int) bool {
+				st, err := os.Stat(filepath.Join(dir, "changes.log"))
+				return os.IsNotExist(err) || err == nil && st.Size() == 0 // the branch is gone or empty
+			}, "src/f100.txt", "edited while down\n")
+			want := after
+			want["src/f100.txt"] = "edited while down\n"
+			assert.Equal(t, want, e.snapshot(), "the commit stands, with the change made while down on top")
+			recs := e.m.TakeRecovered()
+			require.Len(t, recs, 1)
+			assert.True(t, recs[0].Forward, "finished, not undone: %s", recs[0].Reason)
+			require.Len(t, recs[0].OutOfBand, 1)
+			assert.Equal(t, "src/f100.txt", recs[0].OutOfBand[0].Target.DisplayPath)
+			b, err := e.m.Get("big")
+			if keep {
+				require.NoError(t, err)
+				assert.Zero(t, b.Changed(), "a kept branch goes on empty")
+			} else {
+				assert.Error(t, err, "the committed branch is gone")
+			}
+			assertClean(t, e)
+		})
+	}
+}
+
+// commitStoppedThenEdited commits branch big (keep), stopped as a kill -9
+// would stop it at the first hook step stop accepts, writes rel while the
+// manager is closed, and opens it again.
+func commitStoppedThenEdited(t *testing.T, e *env, keep bool, stop func(n int) bool, rel, content string) {
+	t.Helper()
+	e.m.hooks.step = func(n int) error {
+		if stop(n) {
+			return errStopped
+		}
+		return nil
+	}
+	_, err := e.m.Commit(context.Background(), "big", keep, Hooks{})
+	require.ErrorIs(t, err, errStopped)
+	require.NoError(t, e.m.Close())
+	e.put(rel, content)
+	e.open()
 }

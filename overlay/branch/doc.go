@@ -42,13 +42,19 @@
 // <workspace>/.dshmount-staging/ID/ (the workspace's own filesystem, so the
 // renames cannot cross devices; the view hides it) together with hard-link
 // backups of the files they replace or delete, the journal is marked
-// applying, and the staged files are renamed into place. Open finishes or
-// undoes a journal left by a killed daemon: forward when every path is
-// either applied or still at its base, else back (a path changed while the
-// daemon was down keeps that change), so the workspace is entirely before
-// or entirely after the commit. A reader of the workspace directory itself
-// can see a commit half applied while it runs; readers through dshmount
-// wait for the per-target locks.
+// applying, the staged files are renamed into place, the workspace is
+// flushed, and the journal is marked applied; only then is the branch
+// reset or removed, and the journal deleted. Open settles a journal left
+// by a killed daemon by its state: staging is dropped (nothing was
+// applied); applying goes forward when every path is either applied or
+// still at its base, else back (a path changed while the daemon was down
+// keeps that change, and the branch, untouched until applied, stays as it
+// was); applied goes forward whatever changed while the daemon was down
+// (a later change on top, reported as out of band). So the workspace is
+// entirely before the commit with the branch intact, or entirely after
+// it: the branch's changes are never lost. A reader of the workspace
+// directory itself can see a commit half applied while it runs; readers
+// through dshmount wait for the per-target locks.
 //
 // # Mounts
 //

@@ -8,11 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/dshmount/dshmount/provider"
 )
 
-// recover finishes or undoes every journal a killed daemon left: forward
-// when each path is applied or still at its base, back when one was
-// changed while the daemon was down (that change is kept).
+// recover finishes or undoes every journal a killed daemon left (see
+// recoverOne).
 func (m *Manager) recover() error {
 	names, err := m.journals.list(".json")
 	if err != nil {
@@ -35,49 +36,53 @@ func (m *Manager) recover() error {
 	return nil
 }
 
-// recoverOne settles one journal.
+// recoverOne settles one journal, by its state:
+//
+//   - staging: nothing was applied; the staging goes, the branch stays.
+//   - applying: forward when every path holds its base (still staged) or
+//     the new content (renamed), else back (a path was changed while the
+//     daemon was down; that change is kept). The branch was not touched
+//     before the applied mark, so an undone commit leaves it as it was.
+//   - applied: every step is in place; forward whatever changed while the
+//     daemon was down (a later change on top, reported as out of band).
+//
+// Forward ends by resetting or removing the branch and deleting the
+// journal, as the commit would have.
 func (m *Manager) recoverOne(j *journal) error {
-	if j.State != stateApplying {
+	switch j.State {
+	case stateApplied:
+		m.log.Info("finishing a commit applied before a stop", "commit", j.Label)
+		return m.finish(j)
+	case stateApplying:
+	default:
 		m.log.Info("commit interrupted while staging; nothing was applied", "commit", j.Label)
-		m.noteRecovered(j, false, "it was stopped while staging, before it changed the workspace")
+		m.noteRecovered(j, "it was stopped while staging, before it changed the workspace", nil)
 		return m.abandon(j, nil)
 	}
-	forward := true
-	for _, s := range j.Steps {
-		cur, err := m.current(context.Background(), s.Path)
-		if err != nil {
-			return err
-		}
-		switch s.Op {
-		case opWrite:
-			// Still staged: the path must hold its base; renamed already:
-			// the new bytes. Anything else was changed while down.
-			_, serr := os.Lstat(filepath.Join(m.hostPath(j.Staging), s.Staged))
-			if pending := serr == nil; pending && cur != s.Base || !pending && cur != s.New {
-				forward = false
-			}
-		case opDelete:
-			if cur != BaseAbsent && cur != s.Base {
-				forward = false
-			}
-		}
+	changed, err := m.changedWhileDown(j)
+	if err != nil {
+		return err
 	}
-	if forward {
+	reason := ""
+	if len(changed) > 0 {
+		reason = fmt.Sprintf("%s changed while the daemon was down (that change is kept)", listPaths(changed))
+	} else {
 		m.log.Info("finishing a commit interrupted by a stop", "commit", j.Label)
 		for _, s := range j.Steps {
 			if err := m.redo(j, s); err != nil {
 				m.log.Warn("could not finish the commit; undoing it", "commit", j.Label, "err", err)
-				forward = false
+				reason = fmt.Sprintf("finishing it failed: %v", err)
 				break
 			}
 		}
 	}
-	if !forward {
-		m.log.Warn("undoing a commit interrupted by a stop (a path it changes was changed meanwhile)", "commit", j.Label)
+	if reason != "" {
+		m.log.Warn("undoing a commit interrupted by a stop; the workspace is as before it and the branch as it was",
+			"commit", j.Label, "why", reason)
 		if err := m.rollBack(j); err != nil {
 			return err
 		}
-		m.noteRecovered(j, false, "a path it changes was changed while the daemon was down (that change is kept), or finishing it failed")
+		m.noteRecovered(j, reason, nil)
 		if err := m.journals.del(j.ID + ".json"); err != nil {
 			return err
 		}
@@ -86,6 +91,45 @@ func (m *Manager) recoverOne(j *journal) error {
 	}
 	if err := syncfs(m.lower.Root()); err != nil {
 		return fmt.Errorf("flush the workspace: %w", err)
+	}
+	if err := m.markApplied(j, false); err != nil {
+		return err
+	}
+	return m.finish(j)
+}
+
+// changedWhileDown lists the paths of an applying journal that hold
+// neither their base (a step still staged) nor the new content (a step
+// renamed in).
+func (m *Manager) changedWhileDown(j *journal) ([]string, error) {
+	var changed []string
+	for _, s := range j.Steps {
+		cur, err := m.current(context.Background(), s.Path)
+		if err != nil {
+			return nil, err
+		}
+		switch s.Op {
+		case opWrite:
+			_, serr := os.Lstat(filepath.Join(m.hostPath(j.Staging), s.Staged))
+			if pending := serr == nil; pending && cur != s.Base || !pending && cur != s.New {
+				changed = append(changed, s.Path)
+			}
+		case opDelete:
+			if cur != BaseAbsent && cur != s.Base {
+				changed = append(changed, s.Path)
+			}
+		}
+	}
+	return changed, nil
+}
+
+// finish settles an applied journal: the changes made on top of it while
+// the daemon was down are noted, the branch is reset or removed, the
+// journal deleted.
+func (m *Manager) finish(j *journal) error {
+	later, err := m.changedOnTop(j)
+	if err != nil {
+		return err
 	}
 	if j.Branch != "" {
 		if j.Keep {
@@ -99,9 +143,79 @@ func (m *Manager) recoverOne(j *journal) error {
 	if err := m.journals.del(j.ID + ".json"); err != nil {
 		return err
 	}
-	m.noteRecovered(j, true, "")
+	m.noteRecovered(j, "", later)
 	m.removeStaging(j)
 	return nil
+}
+
+// changedOnTop lists what differs from an applied journal's result: a
+// written path that holds other content, a deleted one that exists again,
+// a file in a directory the commit made or removed that the commit did not
+// write. Each is a change made after the commit, while the daemon was
+// down.
+func (m *Manager) changedOnTop(j *journal) ([]AppliedFile, error) {
+	var out []AppliedFile
+	written := map[string]bool{}
+	for _, s := range j.Steps {
+		if s.Op == opWrite {
+			written[s.Path] = true
+		}
+	}
+	note := func(rel string, want, cur provider.Version) {
+		f := AppliedFile{Target: m.lower.TargetForRel(rel), Before: want, After: cur}
+		if want == BaseAbsent {
+			f.Before = ""
+		}
+		if cur == BaseAbsent || cur == BaseDir {
+			f.After, f.Deleted = "", true // gone, or now a directory
+		}
+		out = append(out, f)
+	}
+	seen := map[string]bool{}
+	for _, s := range j.Steps {
+		switch s.Op {
+		case opWrite, opDelete:
+			want := s.New
+			if s.Op == opDelete {
+				want = BaseAbsent
+			}
+			cur, err := m.current(context.Background(), s.Path)
+			if err != nil {
+				return nil, err
+			}
+			if cur != want {
+				note(s.Path, want, cur)
+			}
+		case opMkdir, opRmdir:
+			if cur, err := m.current(context.Background(), s.Path); err != nil || cur != BaseDir {
+				continue
+			}
+			_, files, err := m.walk(s.Path)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range files {
+				if written[f] || seen[f] || isBelow(f, StagingDir) {
+					continue
+				}
+				seen[f] = true
+				cur, err := m.current(context.Background(), f)
+				if err != nil {
+					return nil, err
+				}
+				note(f, BaseAbsent, cur)
+			}
+		}
+	}
+	return out, nil
+}
+
+// listPaths names up to ten paths.
+func listPaths(ps []string) string {
+	if len(ps) > 10 {
+		return strings.Join(ps[:10], ", ") + fmt.Sprintf(" and %d more", len(ps)-10)
+	}
+	return strings.Join(ps, ", ")
 }
 
 // redo does a step of a journal being finished, unless it is done.

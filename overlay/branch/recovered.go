@@ -15,6 +15,13 @@ type Recovered struct {
 	// Files are the files the commit changed (Forward) or would have
 	// changed.
 	Files []AppliedFile
+	// Audited (Forward) says Files were recorded when the commit ran:
+	// only OutOfBand is new.
+	Audited bool
+	// OutOfBand (Forward) are changes made on top of the finished commit
+	// while the daemon was down: Before is what the commit left ("" for a
+	// file it did not write), After what the path holds now.
+	OutOfBand []AppliedFile
 }
 
 // TakeRecovered returns the commits Open settled, once (later calls return
@@ -27,10 +34,13 @@ func (m *Manager) TakeRecovered() []Recovered {
 	return out
 }
 
-// noteRecovered remembers how recovery settled j.
-func (m *Manager) noteRecovered(j *journal, forward bool, reason string) {
+// noteRecovered remembers how recovery settled j: finished when it is
+// marked applied (with later, the changes made on top of it), else undone
+// for reason.
+func (m *Manager) noteRecovered(j *journal, reason string, later []AppliedFile) {
+	forward := j.State == stateApplied
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.recovered = append(m.recovered, Recovered{Label: j.Label, Branch: j.Branch, Forward: forward,
-		Reason: reason, Files: appliedFiles(m, j)})
+		Reason: reason, Files: appliedFiles(m, j), Audited: forward && j.Audited, OutOfBand: later})
 }
