@@ -290,9 +290,16 @@ func (s *Server) refusedEarly(a policy.Actor, op policy.MutationOp, path string,
 	return err
 }
 
-// subject resolves the actor and the target of a request about one path.
+// subject resolves the actor and the target of a read about one path.
+// When a shared policy store cannot be reached to open the connection's
+// session or to check the one named, the read is answered as the peer
+// without a session: it records nothing (the answer says so), so it grants
+// nothing a read without a session would not.
 func (s *Server) subject(ctx context.Context, c *conn, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
 	a, err := c.actorFor(session)
+	if errors.Is(err, policy.ErrStoreUnavailable) {
+		a, err = c.peer(), nil
+	}
 	if err != nil {
 		return policy.Actor{}, provider.Target{}, err
 	}

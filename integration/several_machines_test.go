@@ -212,29 +212,62 @@ func TestSeveralMachines_RaceOneWinnerPerVersionNoLostWrite(t *testing.T) {
 	t.Logf("%d attempts, %d refused during the outage (FS_IO_ERROR), %d acknowledged after it", len(results), refusedIO, okAfter)
 }
 
+// answersWithin runs one call and fails the test when it took longer than
+// the README promises during an etcd outage.
+func answersWithin(t *testing.T, limit time.Duration, what string, call func()) {
+	t.Helper()
+	start := time.Now()
+	call()
+	took := time.Since(start)
+	t.Logf("%s: answered in %v", what, took.Round(time.Millisecond))
+	assert.Less(t, took, limit, "%s must be answered within %v during an outage", what, limit)
+}
+
 func TestSeveralMachines_EtcdDownRefusesThenRecovers(t *testing.T) {
 	a, b, srv := twoDaemons(t, map[string]string{"f.txt": "one\n"})
 	ctx := context.Background()
 	sess, err := a.Client.OpenSession(ctx, "agent")
 	require.NoError(t, err)
-	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	rd, err := a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
 	require.NoError(t, err)
+	assert.True(t, rd.Observed, "etcd up: the read is recorded")
 
 	srv.Stop()
-	rd, err := a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
-	require.NoError(t, err, "reads go on (unrecorded)")
-	assert.Equal(t, "one", rd.Lines[0].Text)
-	_, err = b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
-	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "B has never seen the session and cannot ask: %v", err)
+	const budget = 3 * time.Second
+	for _, d := range []*daemon{a, b} {
+		for name, p := range map[string]control.ReadParams{
+			"read with the session": {Path: "f.txt", Session: sess},
+			"read without one":      {Path: "f.txt"},
+		} {
+			// A fresh connection: its implicit session cannot be stored.
+			c, err := control.Dial(d.Socket)
+			require.NoError(t, err)
+			answersWithin(t, budget, name, func() {
+				rd, err = c.Read(ctx, p)
+				require.NoError(t, err, "%s: reads are answered during an outage", name)
+				assert.Equal(t, "one", rd.Lines[0].Text)
+				assert.False(t, rd.Observed, "%s: not recorded, and it says so", name)
+			})
+			answersWithin(t, budget, "stat "+name, func() {
+				_, err = c.Stat(ctx, control.StatParams{Path: "f.txt", Session: p.Session})
+				require.NoError(t, err, "%s: stat is answered during an outage", name)
+			})
+			require.NoError(t, c.Close())
+		}
+	}
 	got, err := os.ReadFile(filepath.Join(b.Mnt, "f.txt"))
 	require.NoError(t, err, "reads through the mount go on")
 	assert.Equal(t, "one\n", string(got))
 	for _, d := range []*daemon{a, b} {
-		_, err = d.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
-		require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "got %v", err)
-		assert.ErrorContains(t, err, "policy store unavailable")
-		_, err = d.Client.Write(ctx, control.WriteParams{Path: "f.txt", Content: "x\n", Unconditional: true})
-		require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "unconditional too: got %v", err)
+		answersWithin(t, budget, "guarded edit", func() {
+			_, err = d.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
+			require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "got %v", err)
+			assert.ErrorContains(t, err, "policy store unavailable")
+		})
+		answersWithin(t, budget, "unconditional write", func() {
+			_, err = d.Client.Write(ctx, control.WriteParams{Path: "f.txt", Content: "x\n", Unconditional: true})
+			require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "unconditional too: got %v", err)
+		})
 	}
 	got, err = os.ReadFile(filepath.Join(a.Src, "f.txt"))
 	require.NoError(t, err)
@@ -242,8 +275,8 @@ func TestSeveralMachines_EtcdDownRefusesThenRecovers(t *testing.T) {
 
 	require.NoError(t, srv.Restart())
 	require.Eventually(t, func() bool {
-		_, err := b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
-		return err == nil
+		rd, err := b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+		return err == nil && rd.Observed
 	}, 30*time.Second, 100*time.Millisecond)
 	_, err = b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
 	require.NoError(t, err, "work resumes by itself")
