@@ -281,3 +281,54 @@ func TestSeveralMachines_EtcdDownRefusesThenRecovers(t *testing.T) {
 	_, err = b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
 	require.NoError(t, err, "work resumes by itself")
 }
+
+// A person's save through mount A is seen by daemon B's watcher of the
+// shared workspace too: the shared log holds it once (A's mount entries:
+// the open's truncate or create, then the write), as both daemons list
+// it, with no second "external" entry from B's watcher.
+func TestSeveralMachines_AChangeThroughOneMountIsOneEntry(t *testing.T) {
+	a, b, _ := twoDaemons(t, map[string]string{"f.txt": "one\n"})
+	ctx := context.Background()
+	require.NoError(t, os.WriteFile(filepath.Join(a.Mnt, "f.txt"), []byte("saved through A\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(a.Mnt, "new.txt"), []byte("made through A\n"), 0o644))
+	// Well past B's wait for A's records: B's watcher has classified both.
+	time.Sleep(3 * time.Second)
+	changes := false
+	for _, d := range []*daemon{a, b} {
+		for _, p := range []string{"f.txt", "new.txt"} {
+			res, err := d.Client.Log(ctx, control.LogParams{Path: p, Limit: 10, Refused: &changes})
+			require.NoError(t, err)
+			var got []string
+			for _, e := range res.Entries {
+				got = append(got, fmt.Sprintf("%s %s", e.Op, e.Channel))
+			}
+			require.NotEmpty(t, got, "%s is logged", p)
+			for _, g := range got {
+				assert.NotContains(t, g, "external", "%s: the mount's entries only, none of the other daemon's watcher: %v", p, got)
+			}
+		}
+	}
+}
+
+// An edit through daemon B's socket makes session A's token stale; A's
+// refusal names B's session, as on one daemon with Badger (the watcher of
+// A does not put a "change outside dshmount" of its own over B's record).
+func TestSeveralMachines_StaleRefusalNamesWhoChangedIt(t *testing.T) {
+	a, b, _ := twoDaemons(t, map[string]string{"f.txt": "one\n"})
+	ctx := context.Background()
+	mine, err := a.Client.OpenSession(ctx, "mine")
+	require.NoError(t, err)
+	theirs, err := b.Client.OpenSession(ctx, "other-agent")
+	require.NoError(t, err)
+	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: mine})
+	require.NoError(t, err)
+	_, err = b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: theirs})
+	require.NoError(t, err)
+	_, err = b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: theirs})
+	require.NoError(t, err)
+	time.Sleep(3 * time.Second) // A's watcher has classified the change
+
+	_, err = a.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "three", Session: mine})
+	require.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "got %v", err)
+	assert.Contains(t, provider.MessageOf(err), "by an edit from session "+string(theirs), "the refusal names who changed it: %v", err)
+}

@@ -73,6 +73,7 @@ func newEngine(store *Store, fs provider.FileSystem) *Engine {
 	if store.shared {
 		fn := e.remoteChange
 		store.onRemote.Store(&fn)
+		e.own.remoteWait = remoteRecordWait
 	}
 	return e
 }
