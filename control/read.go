@@ -10,8 +10,11 @@ const (
 	DefaultReadMaxBytes = 256 << 10 // bytes of returned text per read
 	// MaxReadMaxBytes caps the text one fs.read answer carries (maxBytes).
 	MaxReadMaxBytes = 4 << 20
-	// MaxReadLimit caps the lines one fs.read answer carries (limit).
-	MaxReadLimit = 100_000
+	// MaxReadLimit caps the lines one fs.read answer carries (limit). With
+	// MaxReadMaxBytes it bounds what a read keeps: at most 4 MiB of text
+	// in at most 1 Mi lines (24 bytes of bookkeeping each), whatever the
+	// file's size.
+	MaxReadLimit = 1 << 20
 )
 
 // readWindow checks fs.read's window parameters (nil: the default) and
