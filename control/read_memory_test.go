@@ -85,7 +85,7 @@ func TestRead_64ConcurrentReadsOfA1GiBFileKeepMemoryBounded(t *testing.T) {
 	require.NoError(t, err)
 	w := bufio.NewWriter(f)
 	for i := 1; i <= 1<<20/16; i++ {
-		fmt.Fprintf(w, "line %09d\n", i) // 16 bytes
+		fmt.Fprintf(w, "line %010d\n", i) // 16 bytes
 	}
 	require.NoError(t, w.Flush())
 	require.NoError(t, f.Truncate(1<<30))
@@ -112,7 +112,7 @@ func TestRead_AWholeTextFileIsStreamedHashedAndCounted(t *testing.T) {
 	w := bufio.NewWriterSize(f, 1<<20)
 	const lines = 64 << 20 / 16 // 64 MiB
 	for i := 1; i <= lines; i++ {
-		fmt.Fprintf(w, "line %09d\n", i)
+		fmt.Fprintf(w, "line %010d\n", i)
 	}
 	require.NoError(t, w.Flush())
 	require.NoError(t, f.Close())
@@ -130,7 +130,7 @@ func TestRead_AWholeTextFileIsStreamedHashedAndCounted(t *testing.T) {
 	require.NoError(t, err)
 	for i, err := range errs {
 		require.NoError(t, err)
-		assert.Equal(t, []Line{{Number: lines - 1, Text: fmt.Sprintf("line %09d", lines-1)}, {Number: lines, Text: fmt.Sprintf("line %09d", lines)}}, res[i].Lines)
+		assert.Equal(t, []Line{{Number: lines - 1, Text: fmt.Sprintf("line %010d", lines-1)}, {Number: lines, Text: fmt.Sprintf("line %010d", lines)}}, res[i].Lines)
 		assert.Equal(t, lines, res[i].TotalLines)
 		assert.Equal(t, st.Version, res[i].Version, "the version hashes every byte")
 		assert.True(t, res[i].Observed)
