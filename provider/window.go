@@ -83,10 +83,10 @@ type Windower struct {
 	line    int    // number of the line being read (1-based)
 	cur     []byte // its kept bytes, when it is selected
 	over    bool   // it is longer than what is kept of it
-	used    int64
-	done    bool // no further line is kept
-	cut     bool // MaxBytes cut the window short
-	partial bool // bytes of the current line were written
+	used    int64  // bytes of MaxBytes the kept lines cost
+	done    bool   // no further line is kept
+	cut     bool   // MaxBytes cut the window short
+	partial bool   // bytes of the current line were written
 }
 
 // NewWindower starts a window w of an empty text.
