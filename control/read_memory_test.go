@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dshmount/dshmount/internal/proctest"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -27,29 +26,13 @@ func peakRSSGrowth(t *testing.T, f func()) int64 {
 	t.Helper()
 	runtime.GC()
 	debug.FreeOSMemory()
-	before := procStatusBytes(t, "VmRSS")
+	before, err := proctest.StatusBytes(os.Getpid(), "VmRSS")
+	require.NoError(t, err)
 	require.NoError(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0), "reset the peak resident set")
 	f()
-	return procStatusBytes(t, "VmHWM") - before
-}
-
-// procStatusBytes returns a kB field of /proc/self/status in bytes.
-func procStatusBytes(t *testing.T, field string) int64 {
-	t.Helper()
-	f, err := os.Open("/proc/self/status")
+	peak, err := proctest.StatusBytes(os.Getpid(), "VmHWM")
 	require.NoError(t, err)
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	require.NoError(t, sc.Err())
-	t.Fatalf("no %s in /proc/self/status", field)
-	return 0
+	return peak - before
 }
 
 // concurrentReads runs n fs.read calls of p at once over a few connections
