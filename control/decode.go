@@ -156,14 +156,9 @@ func decodeReadResult(s string, i int) (r ReadResult, end int, ok bool) {
 		case "totalLines":
 			r.TotalLines, end, ok = scanInt(s, at)
 		case "truncatedByBytes":
-			switch {
-			case at < len(s) && s[at] == 't':
-				r.TruncatedByBytes = true
-				end, ok = skipLiteral(s, at, "true")
-			default:
-				r.TruncatedByBytes = false
-				end, ok = skipLiteral(s, at, "false")
-			}
+			r.TruncatedByBytes, end, ok = scanBool(s, at)
+		case "observed":
+			r.Observed, end, ok = scanBool(s, at)
 		case "lines":
 			r.Lines, end, ok = decodeLines(s, at)
 		default:
@@ -172,6 +167,16 @@ func decodeReadResult(s string, i int) (r ReadResult, end int, ok bool) {
 		return end, ok
 	})
 	return r, end, ok
+}
+
+// scanBool decodes the JSON true or false at i.
+func scanBool(s string, i int) (bool, int, bool) {
+	if i < len(s) && s[i] == 't' {
+		end, ok := skipLiteral(s, i, "true")
+		return true, end, ok
+	}
+	end, ok := skipLiteral(s, i, "false")
+	return false, end, ok
 }
 
 // decodeLines decodes the lines array at i (null: nil).

@@ -3,12 +3,16 @@ package control
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/dshmount/dshmount/provider"
 )
 
 // bigReadResult is the fs.read result of bigText, every line.
 func bigReadResult() ReadResult {
-	lines, total, _ := window(bigText(), 1, 1<<20, 2<<20)
-	return ReadResult{DisplayPath: "big.txt", Version: "c1-0123", Offset: 1, Lines: lines, TotalLines: total}
+	win := provider.NewWindower(provider.TextWindow{Offset: 1, Limit: 1 << 20, MaxBytes: 2 << 20})
+	win.Write([]byte(bigText()))
+	r := win.Result()
+	return ReadResult{DisplayPath: "big.txt", Version: "c1-0123", Offset: 1, Lines: r.Lines, TotalLines: r.TotalLines}
 }
 
 // BenchmarkReadResult_Encode measures the daemon's encoding of a 1 MiB read.

@@ -50,6 +50,8 @@ func (r ReadResult) appendJSON(b []byte) []byte {
 	if r.TruncatedByBytes {
 		b = append(b, `,"truncatedByBytes":true`...)
 	}
+	b = append(b, `,"observed":`...)
+	b = strconv.AppendBool(b, r.Observed)
 	return append(b, '}')
 }
 

@@ -60,9 +60,15 @@ type testEnv struct {
 // newTestEnv starts a server; cfg tweaks the Config before NewServer.
 func newTestEnv(tb testing.TB, tweak ...func(*Config)) *testEnv {
 	tb.Helper()
-	root := tb.TempDir()
 	store, err := policy.Open(tb.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
 	require.NoError(tb, err)
+	return newTestEnvOn(tb, tb.TempDir(), store, tweak...)
+}
+
+// newTestEnvOn is newTestEnv on workspace root with store (closed at the
+// end of the test).
+func newTestEnvOn(tb testing.TB, root string, store *policy.Store, tweak ...func(*Config)) *testEnv {
+	tb.Helper()
 	lfs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(tb, err)
 	engine := policy.NewEngine(store, lfs)

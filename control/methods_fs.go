@@ -94,24 +94,9 @@ func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	offset, limit, maxBytes := 1, DefaultReadLimit, int64(DefaultReadMaxBytes)
-	if p.Offset != nil {
-		if *p.Offset < 1 {
-			return nil, invalidParams("offset is the 1-based first line; it must be at least 1, not %d", *p.Offset)
-		}
-		offset = *p.Offset
-	}
-	if p.Limit != nil {
-		if *p.Limit < 1 {
-			return nil, invalidParams("limit is a number of lines; it must be at least 1, not %d", *p.Limit)
-		}
-		limit = *p.Limit
-	}
-	if p.MaxBytes != nil {
-		if *p.MaxBytes < 1 {
-			return nil, invalidParams("maxBytes must be at least 1, not %d", *p.MaxBytes)
-		}
-		maxBytes = *p.MaxBytes
+	w, err := readWindow(p.Path, p.Offset, p.Limit, p.MaxBytes)
+	if err != nil {
+		return nil, err
 	}
 	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
@@ -120,14 +105,13 @@ func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err := s.awaitCommit(ctx, t); err != nil {
 		return nil, err
 	}
-	text, info, err := s.eng(ctx).Read(ctx, a, t)
+	r, err := s.eng(ctx).ReadWindow(ctx, a, t, w)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 	}
-	lines, total, truncated := window(text, offset, limit, maxBytes)
 	return ReadResult{
-		DisplayPath: t.DisplayPath, Version: info.Version, Offset: offset,
-		Lines: lines, TotalLines: total, TruncatedByBytes: truncated,
+		DisplayPath: t.DisplayPath, Version: r.Info.Version, Offset: w.Offset,
+		Lines: r.Lines, TotalLines: r.TotalLines, TruncatedByBytes: r.Truncated, Observed: r.Observed,
 	}, nil
 }
 
@@ -306,9 +290,16 @@ func (s *Server) refusedEarly(a policy.Actor, op policy.MutationOp, path string,
 	return err
 }
 
-// subject resolves the actor and the target of a request about one path.
+// subject resolves the actor and the target of a read about one path.
+// When a shared policy store cannot be reached to open the connection's
+// session or to check the one named, the read is answered as the peer
+// without a session: it records nothing (the answer says so), so it grants
+// nothing a read without a session would not.
 func (s *Server) subject(ctx context.Context, c *conn, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
 	a, err := c.actorFor(session)
+	if errors.Is(err, policy.ErrStoreUnavailable) {
+		a, err = c.peer(), nil
+	}
 	if err != nil {
 		return policy.Actor{}, provider.Target{}, err
 	}

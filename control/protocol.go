@@ -193,10 +193,7 @@ type ReadParams struct {
 }
 
 // Line is one numbered line of a read.
-type Line struct {
-	Number int    `json:"number"`
-	Text   string `json:"text"`
-}
+type Line = provider.WindowLine
 
 // ReadResult is the result of fs.read.
 type ReadResult struct {
@@ -206,6 +203,10 @@ type ReadResult struct {
 	Lines            []Line           `json:"lines"`
 	TotalLines       int              `json:"totalLines"`
 	TruncatedByBytes bool             `json:"truncatedByBytes,omitempty"`
+	// Observed is false when the read was answered without being recorded
+	// for the session (a shared policy store it could not reach): the
+	// session's next guarded change of the file then needs a new read.
+	Observed bool `json:"observed"`
 }
 
 // WriteParams are the params of fs.write.

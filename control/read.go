@@ -1,68 +1,50 @@
 package control
 
 import (
-	"strings"
-	"unicode/utf8"
+	"github.com/dshmount/dshmount/provider"
 )
 
-// Read window defaults.
+// Read window defaults and caps.
 const (
 	DefaultReadLimit    = 2000      // lines per read
 	DefaultReadMaxBytes = 256 << 10 // bytes of returned text per read
+	// MaxReadMaxBytes caps the text one fs.read answer carries (maxBytes).
+	MaxReadMaxBytes = 4 << 20
+	// MaxReadLimit caps the lines one fs.read answer carries (limit). With
+	// MaxReadMaxBytes it bounds what a read keeps: at most 4 MiB of text
+	// in at most 1 Mi lines (24 bytes of bookkeeping each), whatever the
+	// file's size.
+	MaxReadLimit = 1 << 20
 )
 
-// window selects lines [offset, offset+limit) of text (1-based), numbered,
-// retaining at most maxBytes of line text (each line counts its bytes plus
-// one for the newline). Once the cap is hit no further lines are retained,
-// but totalLines stays exact. A first selected line longer than the cap is
-// cut at a UTF-8 boundary so a read always shows something. Lines lose a
-// trailing carriage return.
-func window(text string, offset, limit int, maxBytes int64) (lines []Line, totalLines int, truncated bool) {
-	totalLines = strings.Count(text, "\n")
-	if text != "" && !strings.HasSuffix(text, "\n") {
-		totalLines++
-	}
-	if offset > totalLines {
-		return []Line{}, totalLines, false
-	}
-	// Every retained line costs at least one byte of maxBytes.
-	lines = make([]Line, 0, min(int64(limit), int64(totalLines-offset+1), maxBytes))
-	rest := text
-	var used int64
-	for n := 1; n < offset+limit && rest != ""; n++ {
-		line := rest
-		if i := strings.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = ""
+// readWindow checks fs.read's window parameters (nil: the default) and
+// returns the window. Values below 1 are FS_INVALID_ARGUMENT; a window over
+// the caps is FS_TOO_LARGE, pointing to offset and limit.
+func readWindow(path string, offset, limit *int, maxBytes *int64) (provider.TextWindow, error) {
+	w := provider.TextWindow{Offset: 1, Limit: DefaultReadLimit, MaxBytes: DefaultReadMaxBytes}
+	if offset != nil {
+		if *offset < 1 {
+			return w, invalidParams("offset is the 1-based first line; it must be at least 1, not %d", *offset)
 		}
-		if n < offset {
-			continue
+		w.Offset = *offset
+	}
+	if limit != nil {
+		if *limit < 1 {
+			return w, invalidParams("limit is a number of lines; it must be at least 1, not %d", *limit)
 		}
-		line = strings.TrimSuffix(line, "\r")
-		cost := int64(len(line)) + 1
-		if used+cost > maxBytes {
-			truncated = true
-			if len(lines) == 0 {
-				lines = append(lines, Line{Number: n, Text: cutUTF8(line, maxBytes)})
-			}
-			break
+		w.Limit = *limit
+	}
+	if maxBytes != nil {
+		if *maxBytes < 1 {
+			return w, invalidParams("maxBytes must be at least 1, not %d", *maxBytes)
 		}
-		used += cost
-		lines = append(lines, Line{Number: n, Text: line})
+		w.MaxBytes = *maxBytes
 	}
-	return lines, totalLines, truncated
-}
-
-// cutUTF8 returns the longest prefix of s of at most n bytes that ends on a
-// rune boundary.
-func cutUTF8(s string, n int64) string {
-	if int64(len(s)) <= n {
-		return s
+	if w.Limit > MaxReadLimit || w.MaxBytes > MaxReadMaxBytes {
+		return w, provider.NewError(provider.CodeTooLarge, "read", path, nil,
+			"one read answers at most %d lines and %d bytes of text, not limit %d and maxBytes %d; "+
+				"page through the file with offset and limit (offset %d limit %d, then offset %d)",
+			MaxReadLimit, MaxReadMaxBytes, w.Limit, w.MaxBytes, w.Offset, DefaultReadLimit, w.Offset+DefaultReadLimit)
 	}
-	cut := int(n)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
+	return w, nil
 }

@@ -185,7 +185,7 @@ func TestRead_WindowNumbersAndExactTotal(t *testing.T) {
 	two, three := 2, 2
 	res, err := c.Read(ctx, ReadParams{Path: "f.txt", Offset: &two, Limit: &three})
 	require.NoError(t, err)
-	assert.Equal(t, []Line{{2, "two"}, {3, "three"}}, res.Lines)
+	assert.Equal(t, []Line{{Number: 2, Text: "two"}, {Number: 3, Text: "three"}}, res.Lines)
 	assert.Equal(t, 5, res.TotalLines)
 	assert.Equal(t, 2, res.Offset)
 	assert.False(t, res.TruncatedByBytes)

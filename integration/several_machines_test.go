@@ -212,29 +212,62 @@ func TestSeveralMachines_RaceOneWinnerPerVersionNoLostWrite(t *testing.T) {
 	t.Logf("%d attempts, %d refused during the outage (FS_IO_ERROR), %d acknowledged after it", len(results), refusedIO, okAfter)
 }
 
+// answersWithin runs one call and fails the test when it took longer than
+// the README promises during an etcd outage.
+func answersWithin(t *testing.T, limit time.Duration, what string, call func()) {
+	t.Helper()
+	start := time.Now()
+	call()
+	took := time.Since(start)
+	t.Logf("%s: answered in %v", what, took.Round(time.Millisecond))
+	assert.Less(t, took, limit, "%s must be answered within %v during an outage", what, limit)
+}
+
 func TestSeveralMachines_EtcdDownRefusesThenRecovers(t *testing.T) {
 	a, b, srv := twoDaemons(t, map[string]string{"f.txt": "one\n"})
 	ctx := context.Background()
 	sess, err := a.Client.OpenSession(ctx, "agent")
 	require.NoError(t, err)
-	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+	rd, err := a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
 	require.NoError(t, err)
+	assert.True(t, rd.Observed, "etcd up: the read is recorded")
 
 	srv.Stop()
-	rd, err := a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
-	require.NoError(t, err, "reads go on (unrecorded)")
-	assert.Equal(t, "one", rd.Lines[0].Text)
-	_, err = b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
-	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "B has never seen the session and cannot ask: %v", err)
+	const budget = 3 * time.Second
+	for _, d := range []*daemon{a, b} {
+		for name, p := range map[string]control.ReadParams{
+			"read with the session": {Path: "f.txt", Session: sess},
+			"read without one":      {Path: "f.txt"},
+		} {
+			// A fresh connection: its implicit session cannot be stored.
+			c, err := control.Dial(d.Socket)
+			require.NoError(t, err)
+			answersWithin(t, budget, name, func() {
+				rd, err = c.Read(ctx, p)
+				require.NoError(t, err, "%s: reads are answered during an outage", name)
+				assert.Equal(t, "one", rd.Lines[0].Text)
+				assert.False(t, rd.Observed, "%s: not recorded, and it says so", name)
+			})
+			answersWithin(t, budget, "stat "+name, func() {
+				_, err = c.Stat(ctx, control.StatParams{Path: "f.txt", Session: p.Session})
+				require.NoError(t, err, "%s: stat is answered during an outage", name)
+			})
+			require.NoError(t, c.Close())
+		}
+	}
 	got, err := os.ReadFile(filepath.Join(b.Mnt, "f.txt"))
 	require.NoError(t, err, "reads through the mount go on")
 	assert.Equal(t, "one\n", string(got))
 	for _, d := range []*daemon{a, b} {
-		_, err = d.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
-		require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "got %v", err)
-		assert.ErrorContains(t, err, "policy store unavailable")
-		_, err = d.Client.Write(ctx, control.WriteParams{Path: "f.txt", Content: "x\n", Unconditional: true})
-		require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "unconditional too: got %v", err)
+		answersWithin(t, budget, "guarded edit", func() {
+			_, err = d.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
+			require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "got %v", err)
+			assert.ErrorContains(t, err, "policy store unavailable")
+		})
+		answersWithin(t, budget, "unconditional write", func() {
+			_, err = d.Client.Write(ctx, control.WriteParams{Path: "f.txt", Content: "x\n", Unconditional: true})
+			require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "unconditional too: got %v", err)
+		})
 	}
 	got, err = os.ReadFile(filepath.Join(a.Src, "f.txt"))
 	require.NoError(t, err)
@@ -242,9 +275,60 @@ func TestSeveralMachines_EtcdDownRefusesThenRecovers(t *testing.T) {
 
 	require.NoError(t, srv.Restart())
 	require.Eventually(t, func() bool {
-		_, err := b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
-		return err == nil
+		rd, err := b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: sess})
+		return err == nil && rd.Observed
 	}, 30*time.Second, 100*time.Millisecond)
 	_, err = b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: sess})
 	require.NoError(t, err, "work resumes by itself")
+}
+
+// A person's save through mount A is seen by daemon B's watcher of the
+// shared workspace too: the shared log holds it once (A's mount entries:
+// the open's truncate or create, then the write), as both daemons list
+// it, with no second "external" entry from B's watcher.
+func TestSeveralMachines_AChangeThroughOneMountIsOneEntry(t *testing.T) {
+	a, b, _ := twoDaemons(t, map[string]string{"f.txt": "one\n"})
+	ctx := context.Background()
+	require.NoError(t, os.WriteFile(filepath.Join(a.Mnt, "f.txt"), []byte("saved through A\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(a.Mnt, "new.txt"), []byte("made through A\n"), 0o644))
+	// Well past B's wait for A's records: B's watcher has classified both.
+	time.Sleep(3 * time.Second)
+	changes := false
+	for _, d := range []*daemon{a, b} {
+		for _, p := range []string{"f.txt", "new.txt"} {
+			res, err := d.Client.Log(ctx, control.LogParams{Path: p, Limit: 10, Refused: &changes})
+			require.NoError(t, err)
+			var got []string
+			for _, e := range res.Entries {
+				got = append(got, fmt.Sprintf("%s %s", e.Op, e.Channel))
+			}
+			require.NotEmpty(t, got, "%s is logged", p)
+			for _, g := range got {
+				assert.NotContains(t, g, "external", "%s: the mount's entries only, none of the other daemon's watcher: %v", p, got)
+			}
+		}
+	}
+}
+
+// An edit through daemon B's socket makes session A's token stale; A's
+// refusal names B's session, as on one daemon with Badger (the watcher of
+// A does not put a "change outside dshmount" of its own over B's record).
+func TestSeveralMachines_StaleRefusalNamesWhoChangedIt(t *testing.T) {
+	a, b, _ := twoDaemons(t, map[string]string{"f.txt": "one\n"})
+	ctx := context.Background()
+	mine, err := a.Client.OpenSession(ctx, "mine")
+	require.NoError(t, err)
+	theirs, err := b.Client.OpenSession(ctx, "other-agent")
+	require.NoError(t, err)
+	_, err = a.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: mine})
+	require.NoError(t, err)
+	_, err = b.Client.Read(ctx, control.ReadParams{Path: "f.txt", Session: theirs})
+	require.NoError(t, err)
+	_, err = b.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "two", Session: theirs})
+	require.NoError(t, err)
+	time.Sleep(3 * time.Second) // A's watcher has classified the change
+
+	_, err = a.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "three", Session: mine})
+	require.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "got %v", err)
+	assert.Contains(t, provider.MessageOf(err), "by an edit from session "+string(theirs), "the refusal names who changed it: %v", err)
 }

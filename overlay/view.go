@@ -40,6 +40,7 @@ type View struct {
 var (
 	_ provider.FileSystem        = (*View)(nil)
 	_ provider.TextVersionReader = (*View)(nil)
+	_ provider.TextWindowReader  = (*View)(nil)
 )
 
 // rooted is implemented by backends with a host root directory (local.FS);
@@ -233,6 +234,15 @@ func (v *View) ReadTextVersion(ctx context.Context, t provider.Target) (string, 
 	}
 	text, err := v.fs.ReadText(ctx, t)
 	return text, *info, err
+}
+
+// ReadTextWindow implements provider.TextWindowReader (streamed when the
+// backend is one).
+func (v *View) ReadTextWindow(ctx context.Context, t provider.Target, w provider.TextWindow) (provider.WindowedText, provider.Info, error) {
+	if err := v.denyHidden("read", relOfTarget(t)); err != nil {
+		return provider.WindowedText{}, provider.Info{}, err
+	}
+	return provider.ReadWindow(ctx, v.fs, t, w)
 }
 
 // StreamText implements provider.FileSystem.

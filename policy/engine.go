@@ -73,6 +73,7 @@ func newEngine(store *Store, fs provider.FileSystem) *Engine {
 	if store.shared {
 		fn := e.remoteChange
 		store.onRemote.Store(&fn)
+		e.own.remoteWait = remoteRecordWait
 	}
 	return e
 }
@@ -280,7 +281,7 @@ func (e *Engine) Stat(ctx context.Context, a Actor, t provider.Target) (*provide
 	if info != nil {
 		obs = Present(info.Version)
 	}
-	if err := e.observe(a, t, obs); err != nil {
+	if _, err := e.observe(a, t, obs); err != nil {
 		return info, err
 	}
 	return info, nil
@@ -303,7 +304,8 @@ func (e *Engine) Read(ctx context.Context, a Actor, t provider.Target) (string, 
 		if err != nil {
 			return "", info, err
 		}
-		return text, info, e.observe(a, t, Present(info.Version))
+		_, err = e.observe(a, t, Present(info.Version))
+		return text, info, err
 	}
 	info, err := e.fs.Stat(ctx, t)
 	if err != nil {
@@ -316,36 +318,67 @@ func (e *Engine) Read(ctx context.Context, a Actor, t provider.Target) (string, 
 	if err != nil {
 		return "", *info, err
 	}
-	if err := e.observe(a, t, Present(info.Version)); err != nil {
+	if _, err := e.observe(a, t, Present(info.Version)); err != nil {
 		return text, *info, err
 	}
 	return text, *info, nil
 }
 
+// WindowRead is what Engine.ReadWindow read: the window, the Info of the
+// bytes it was cut from, and whether a's session recorded the read. It
+// did not when the read had no session or a shared store could not be
+// reached: the session's next guarded change then needs a new read.
+type WindowRead struct {
+	provider.WindowedText
+	Info     provider.Info
+	Observed bool
+}
+
+// ReadWindow is Read keeping only window w of the text (see
+// provider.ReadWindow: streamed, memory bounded by the window, when the
+// backend can).
+func (e *Engine) ReadWindow(ctx context.Context, a Actor, t provider.Target, w provider.TextWindow) (WindowRead, error) {
+	a, err := e.beginRead(a)
+	if err != nil {
+		return WindowRead{}, err
+	}
+	win, info, err := provider.ReadWindow(ctx, e.fs, t, w)
+	if provider.CodeOf(err) == provider.CodeNotFound {
+		return WindowRead{}, e.readAbsent(a, t)
+	}
+	if err != nil {
+		return WindowRead{Info: info}, err
+	}
+	observed, err := e.observe(a, t, Present(info.Version))
+	return WindowRead{WindowedText: win, Info: info, Observed: observed}, err
+}
+
 // readAbsent records that a's read found no t and returns the read's error.
 func (e *Engine) readAbsent(a Actor, t provider.Target) error {
-	if err := e.observe(a, t, Absent()); err != nil {
+	if _, err := e.observe(a, t, Absent()); err != nil {
 		return err
 	}
 	return provider.NewError(provider.CodeNotFound, "read", t.DisplayPath, nil,
 		"no such file; check the path, or write it to create it")
 }
 
-func (e *Engine) observe(a Actor, t provider.Target, obs Observation) error {
+// observe records what a's session saw of t and reports whether it did:
+// not without a session, nor when a shared store cannot be reached.
+func (e *Engine) observe(a Actor, t provider.Target, obs Observation) (bool, error) {
 	if a.Session == "" {
-		return nil
+		return false, nil
 	}
 	err := e.store.Record(a.Session, t.Key, obs)
 	if errors.Is(err, ErrStoreUnavailable) {
 		// The answer goes out unrecorded: the session has not seen it, so
 		// a guarded change needs a new read (stricter, never looser).
 		e.store.log.Warn("a read was not recorded: the policy store is unavailable", "path", t.DisplayPath, "err", err)
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("record observation of %s: %w", t.DisplayPath, err)
+		return false, fmt.Errorf("record observation of %s: %w", t.DisplayPath, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Write writes content to t under the decided (or explicit) write intent.

@@ -55,6 +55,13 @@ type ownChanges struct {
 	seq     uint64    // the last announcement's id
 	pruneAt int       // prune when paths grows to this size
 	horizon time.Time // the latest Since a watcher reported (zero: none)
+
+	// remoteWait, on a shared store, is how long the watcher's view of a
+	// change waits for another daemon's record of it (see remote); zero
+	// on a store that is not shared.
+	remoteWait time.Duration
+	batchSince time.Time // the Since of the watcher batch being classified
+	batchUntil time.Time // when its wait for other daemons' records ends
 }
 
 // ownEntry is the daemon's latest own change of one path.
@@ -277,13 +284,13 @@ func (o *ownChanges) explains(c ExternalChange) bool {
 			o.waitLocked(until)
 		}
 	}
-	now := o.now()
 	// left reports whether a fresh own result of p is one match accepts.
 	left := func(p string, match func(ownResult) bool) bool {
 		e, ok := o.paths[p]
 		if !ok {
 			return false
 		}
+		now := o.now()
 		for _, r := range e.results {
 			if o.fresh(r.at, c.Since, now) && match(r) {
 				return true
@@ -294,20 +301,34 @@ func (o *ownChanges) explains(c ExternalChange) bool {
 	gone := func(r ownResult) bool { return r.gone }
 	present := func(r ownResult) bool { return !r.gone }
 	holds := func(r ownResult) bool { return !r.gone && (r.after == "" || c.After == "" || r.after == c.After) }
-	switch c.Op {
-	case OpDelete, OpUnlink:
-		return left(c.Target.DisplayPath, gone)
-	case OpRename:
-		return left(c.Target.DisplayPath, gone) && left(c.To.DisplayPath, holds)
-	case OpSetattr:
-		return left(c.Target.DisplayPath, present)
-	default:
-		if left(c.Target.DisplayPath, holds) {
+	matched := func() bool {
+		switch c.Op {
+		case OpDelete, OpUnlink:
+			return left(c.Target.DisplayPath, gone)
+		case OpRename:
+			return left(c.Target.DisplayPath, gone) && left(c.To.DisplayPath, holds)
+		case OpSetattr:
+			return left(c.Target.DisplayPath, present)
+		default:
+			if left(c.Target.DisplayPath, holds) {
+				return true
+			}
+			// A directory the daemon made for a file it published below it.
+			return c.Op == OpCreate && c.Dir && o.settledBelowLocked(c.Target.DisplayPath, c.Since)
+		}
+	}
+	if ok := matched(); ok || o.remoteWait == 0 {
+		return ok
+	}
+	// Another daemon may have made the change and be recording it now.
+	until := o.remoteDeadlineLocked(c.Since)
+	for o.now().Before(until) {
+		o.waitLocked(until)
+		if matched() {
 			return true
 		}
-		// A directory the daemon made for a file it published below it.
-		return c.Op == OpCreate && c.Dir && o.settledBelowLocked(c.Target.DisplayPath, c.Since)
 	}
+	return false
 }
 
 // ownTemp reports whether p is the temp file of a socket publish of a path

@@ -429,6 +429,19 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 	}
 }
 
+// storeDown is storeError's answer when the store cannot be reached: the
+// provider error, still matching ErrStoreUnavailable (so a read can go on
+// without a session).
+type storeDown struct{ pe *provider.Error }
+
+func (d storeDown) Error() string { return d.pe.Error() }
+
+// Unwrap returns the provider error.
+func (d storeDown) Unwrap() error { return d.pe }
+
+// Is matches ErrStoreUnavailable.
+func (d storeDown) Is(target error) bool { return target == ErrStoreUnavailable }
+
 // storeError is the provider error a caller gets when the store failed:
 // FS_IO_ERROR "policy store unavailable: …" when it cannot be reached. The
 // message carries the cause's text (once); the cause itself is not kept.
@@ -442,8 +455,8 @@ func storeError(op, path string, err error) error {
 	}
 	if errors.Is(err, ErrStoreUnavailable) {
 		detail := strings.ReplaceAll(err.Error(), ErrStoreUnavailable.Error()+": ", "")
-		return provider.NewError(provider.CodeIOError, op, path, nil,
-			"policy store unavailable: %s; nothing was changed, retry once it is back", detail)
+		return storeDown{provider.NewError(provider.CodeIOError, op, path, nil,
+			"policy store unavailable: %s; nothing was changed, retry once it is back", detail)}
 	}
 	return provider.NewError(provider.CodeIOError, op, path, nil, "policy store: %v", err)
 }

@@ -76,6 +76,7 @@ func (s *Store) deliverShared(p kv.Pair) {
 // made, as an external change (this daemon's mount did not see it).
 func (e *Engine) remoteChange(entry AuditEntry) {
 	s := e.store
+	e.own.remote(entry)
 	a := entry.Actor
 	a.Channel = ChannelExternal
 	ev := Event{Actor: a, Op: entry.Op, Before: entry.Before, After: entry.After,

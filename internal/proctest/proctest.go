@@ -198,3 +198,22 @@ func Hang(device string, probe func() error, timeout time.Duration) (<-chan erro
 		time.Sleep(pollInterval)
 	}
 }
+
+// StatusBytes returns a "kB" field of /proc/PID/status (VmRSS, VmHWM…) in
+// bytes.
+func StatusBytes(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("status of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s of pid %d: %w", field, pid, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in the status of pid %d", field, pid)
+}

@@ -120,3 +120,18 @@ func TestFuseWaiting_RefusesABadDevice(t *testing.T) {
 		assert.Contains(t, err.Error(), "bad device")
 	}
 }
+
+func TestStatusBytes_ResidentSetGrowsWithTouchedMemory(t *testing.T) {
+	before, err := StatusBytes(os.Getpid(), "VmRSS")
+	require.NoError(t, err)
+	buf := make([]byte, 64<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	after, err := StatusBytes(os.Getpid(), "VmRSS")
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, after-before, int64(32<<20), "64 MiB touched")
+	assert.Equal(t, byte(1), buf[len(buf)/2])
+	_, err = StatusBytes(os.Getpid(), "NoSuchField")
+	assert.Error(t, err)
+}

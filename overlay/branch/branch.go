@@ -55,6 +55,7 @@ type Branch struct {
 var (
 	_ provider.FileSystem        = (*Branch)(nil)
 	_ provider.TextVersionReader = (*Branch)(nil)
+	_ provider.TextWindowReader  = (*Branch)(nil)
 )
 
 // Name returns the branch's name.
@@ -303,6 +304,16 @@ func (b *Branch) ReadTextVersion(ctx context.Context, t provider.Target) (string
 	}
 	text, err := fsys.ReadText(ctx, ft)
 	return text, *info, err
+}
+
+// ReadTextWindow implements provider.TextWindowReader.
+func (b *Branch) ReadTextWindow(ctx context.Context, t provider.Target, w provider.TextWindow) (provider.WindowedText, provider.Info, error) {
+	fsys, ft, done, err := b.readFS("read", t)
+	if err != nil {
+		return provider.WindowedText{}, provider.Info{}, err
+	}
+	defer done()
+	return provider.ReadWindow(ctx, fsys, ft, w)
 }
 
 // StreamText implements provider.FileSystem.

@@ -2,10 +2,10 @@ package local
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"iter"
-	"os"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -33,26 +33,29 @@ func (fs *FS) StreamText(ctx context.Context, t provider.Target) (iter.Seq2[stri
 			return
 		}
 		defer f.Close()
-		streamChunks(ctx, f, chunk, t.DisplayPath, yield)
+		err := streamChunks(ctx, f, chunk, "stream", t.DisplayPath, func(b []byte) bool { return yield(string(b), nil) })
+		if err != nil {
+			yield("", err)
+		}
 	}, nil
 }
 
-// streamChunks reads f in reads of chunk bytes and yields UTF-8-complete
-// text chunks.
-func streamChunks(ctx context.Context, f *os.File, chunk int, disp string, yield func(string, error) bool) {
+// streamChunks reads r (for op) in reads of chunk bytes and hands each
+// UTF-8-complete piece to each, which may keep it only until it returns; it
+// stops early when each returns false. The text check is checkText's, over
+// the whole file: a NUL byte or invalid UTF-8 anywhere is FS_NOT_TEXT.
+func streamChunks(ctx context.Context, r io.Reader, chunk int, op, disp string, each func([]byte) bool) error {
 	buf := make([]byte, chunk+utf8.UTFMax)
 	carry := 0
 	var offset int64 // file offset of buf[0]
 	for {
 		if err := ctx.Err(); err != nil {
-			yield("", aborted("stream", disp, err))
-			return
+			return aborted(op, disp, err)
 		}
-		n, rerr := f.Read(buf[carry : carry+chunk])
+		n, rerr := r.Read(buf[carry : carry+chunk])
 		eof := errors.Is(rerr, io.EOF)
 		if rerr != nil && !eof {
-			yield("", ioFailure("stream", disp, rerr))
-			return
+			return ioFailure(op, disp, rerr)
 		}
 		data := buf[:carry+n]
 		cut := len(data)
@@ -60,18 +63,44 @@ func streamChunks(ctx context.Context, f *os.File, chunk int, disp string, yield
 			cut = completeRunes(data)
 		}
 		if err := checkText(data[:cut], offset); err != nil {
-			yield("", notText("stream", disp, err))
-			return
+			return notText(op, disp, err)
 		}
-		if cut > 0 && !yield(string(data[:cut]), nil) {
-			return
+		if cut > 0 && !each(data[:cut]) {
+			return nil
 		}
 		offset += int64(cut)
 		carry = copy(buf, data[cut:])
 		if eof {
-			return
+			return nil
 		}
 	}
+}
+
+// ReadTextWindow implements provider.TextWindowReader: one pass over the
+// file in reads of the stream's chunk size hashes every byte (the version),
+// checks the text as ReadText does and keeps only window w, so memory is
+// bounded by the window and the chunk whatever the file's size, and time
+// grows with it.
+func (fs *FS) ReadTextWindow(ctx context.Context, t provider.Target, w provider.TextWindow) (provider.WindowedText, provider.Info, error) {
+	f, _, err := fs.openRegular(ctx, "read", t)
+	if err != nil {
+		return provider.WindowedText{}, provider.Info{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	var size int64
+	win := provider.NewWindower(w)
+	err = streamChunks(ctx, f, fs.chunk, "read", t.DisplayPath, func(b []byte) bool {
+		h.Write(b)
+		size += int64(len(b))
+		win.Write(b)
+		return true
+	})
+	if err != nil {
+		return provider.WindowedText{}, provider.Info{}, err
+	}
+	info := provider.Info{Version: versionOfSum(h.Sum(nil)), Type: provider.TypeFile, Size: size}
+	return win.Result(), info, nil
 }
 
 // completeRunes returns the length of the longest prefix of data that does

@@ -36,7 +36,12 @@ const hashBufferSize = 256 << 10
 // VersionOfBytes is the content version of data.
 func VersionOfBytes(data []byte) provider.Version {
 	sum := sha256.Sum256(data)
-	return provider.Version(contentVersionPrefix + hex.EncodeToString(sum[:]))
+	return versionOfSum(sum[:])
+}
+
+// versionOfSum is the content version of bytes whose SHA-256 is sum.
+func versionOfSum(sum []byte) provider.Version {
+	return provider.Version(contentVersionPrefix + hex.EncodeToString(sum))
 }
 
 // MetadataVersion is the version of a stat without bytes the daemon can

@@ -8,8 +8,9 @@
 //
 // Every call is bounded by Config.OpTimeout. Any failure to reach the
 // cluster (stopped, partitioned, slow, refused credentials) is an error
-// wrapping kv.ErrUnavailable; the client reconnects by itself, so the next
-// call after etcd is back succeeds.
+// wrapping kv.ErrUnavailable, and so are the calls of the next
+// Config.RetryAfter, at once; the client reconnects by itself, so a call
+// after etcd is back (and RetryAfter has passed) succeeds.
 package etcdkv
 
 import (
@@ -35,7 +36,11 @@ import (
 // Defaults of Config.
 const (
 	DefaultDialTimeout = 5 * time.Second
-	DefaultOpTimeout   = 3 * time.Second
+	// DefaultOpTimeout leaves a request that waited for an unreachable
+	// cluster a second to answer within 3 s.
+	DefaultOpTimeout = 2 * time.Second
+	// DefaultRetryAfter is Config.RetryAfter's default.
+	DefaultRetryAfter = time.Second
 	// DefaultMaxTxnOps is etcd's default --max-txn-ops.
 	DefaultMaxTxnOps = 128
 	// DefaultMaxTxnBytes keeps one request well under etcd's default
@@ -58,8 +63,13 @@ type Config struct {
 	Username, Password string
 	// DialTimeout bounds Open's first contact (default 5 s).
 	DialTimeout time.Duration
-	// OpTimeout bounds every call (default 3 s).
+	// OpTimeout bounds every call (default 2 s).
 	OpTimeout time.Duration
+	// RetryAfter is how long after a call found the cluster unreachable
+	// further calls fail at once instead of waiting OpTimeout each (default
+	// 1 s): a request that needs several calls waits for a cluster that is
+	// down once, not once per call.
+	RetryAfter time.Duration
 	// MaxTxnOps is the server's --max-txn-ops (default 128).
 	MaxTxnOps int
 	// MaxTxnBytes bounds the bytes of one chunk of Write (default 1 MiB).
@@ -73,6 +83,14 @@ type Engine struct {
 	watch  clientv3.Watcher
 	cfg    Config
 	closed atomic.Bool
+	down   atomic.Pointer[outage] // the last failure to reach the cluster
+}
+
+// outage is a failure to reach the cluster, and until when calls fail at
+// once because of it.
+type outage struct {
+	at, until time.Time
+	err       error
 }
 
 var (
@@ -91,6 +109,9 @@ func Open(ctx context.Context, c Config) (*Engine, error) {
 	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = DefaultOpTimeout
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = DefaultRetryAfter
 	}
 	if c.MaxTxnOps <= 0 {
 		c.MaxTxnOps = DefaultMaxTxnOps
@@ -130,9 +151,15 @@ func Open(ctx context.Context, c Config) (*Engine, error) {
 // needs more than kv.Engine).
 func (e *Engine) Client() *clientv3.Client { return e.cli }
 
+// op bounds a call by OpTimeout. Within RetryAfter of a failure to reach
+// the cluster it fails at once with that failure.
 func (e *Engine) op(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if e.closed.Load() {
 		return nil, nil, kv.ErrClosed
+	}
+	if o := e.down.Load(); o != nil && time.Now().Before(o.until) {
+		return nil, nil, fmt.Errorf("%w (%v ago; not asked again for %v)", o.err,
+			time.Since(o.at).Round(time.Millisecond), e.cfg.RetryAfter)
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.OpTimeout)
 	return ctx, cancel, nil
@@ -140,7 +167,8 @@ func (e *Engine) op(ctx context.Context) (context.Context, context.CancelFunc, e
 
 // wrap classifies an etcd client error: too many operations is
 // kv.ErrTooBig, a closed client kv.ErrClosed, everything else (no leader,
-// deadline, connection refused, auth) kv.ErrUnavailable.
+// deadline, connection refused, auth) kv.ErrUnavailable, which also makes
+// the calls of the next RetryAfter fail at once (see op).
 func (e *Engine) wrap(op string, err error) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrGRPCTooManyOps),
@@ -149,7 +177,12 @@ func (e *Engine) wrap(op string, err error) error {
 	case e.closed.Load():
 		return fmt.Errorf("etcd %s: %w: %w", op, kv.ErrClosed, err)
 	}
-	return fmt.Errorf("etcd %s at %s: %w: %w", op, strings.Join(e.cfg.Endpoints, ","), kv.ErrUnavailable, err)
+	err = fmt.Errorf("etcd %s at %s: %w: %w", op, strings.Join(e.cfg.Endpoints, ","), kv.ErrUnavailable, err)
+	if !errors.Is(err, context.Canceled) { // the caller gave up, not the cluster
+		now := time.Now()
+		e.down.Store(&outage{at: now, until: now.Add(e.cfg.RetryAfter), err: err})
+	}
+	return err
 }
 
 // Get implements kv.Engine.

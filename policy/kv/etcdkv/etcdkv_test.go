@@ -83,3 +83,39 @@ func TestTxn_ServerLimitIsErrTooBig(t *testing.T) {
 	_, err = e.Txn(ctx, nil, ops[:128])
 	require.NoError(t, err, "128 operations: the server's default limit")
 }
+
+// While the cluster is down a call waits OpTimeout once; the calls of the
+// next RetryAfter fail at once with that failure, and a call after it asks
+// the cluster again (and succeeds once it is back).
+func TestOutage_LaterCallsFailAtOnceThenAskAgain(t *testing.T) {
+	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{})
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	ctx := context.Background()
+	const opTimeout, retryAfter = 800 * time.Millisecond, 1500 * time.Millisecond
+	e, err := etcdkv.Open(ctx, etcdkv.Config{Endpoints: []string{srv.Endpoint()}, Prefix: "/o/", OpTimeout: opTimeout, RetryAfter: retryAfter})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	require.NoError(t, e.Write(ctx, []kv.Op{kv.Put([]byte("k"), []byte("v"))}))
+
+	srv.Stop()
+	timed := func(call func() error) (time.Duration, error) {
+		start := time.Now()
+		err := call()
+		return time.Since(start), err
+	}
+	get := func() error { _, err := e.Get(ctx, []byte("k")); return err }
+	took, err := timed(get)
+	require.ErrorIs(t, err, kv.ErrUnavailable)
+	require.GreaterOrEqual(t, took, opTimeout/2, "the first call waits for the cluster")
+	for _, call := range []func() error{get, func() error { return e.Write(ctx, []kv.Op{kv.Put([]byte("k"), []byte("w"))}) }} {
+		took, err = timed(call)
+		require.ErrorIs(t, err, kv.ErrUnavailable)
+		require.Less(t, took, 100*time.Millisecond, "a call right after fails at once: %v", err)
+		require.ErrorContains(t, err, "not asked again")
+	}
+
+	require.NoError(t, srv.Restart())
+	time.Sleep(retryAfter)
+	require.Eventually(t, func() bool { return get() == nil }, 20*time.Second, 50*time.Millisecond, "asked again, and back")
+}
