@@ -16,7 +16,7 @@ import (
 // (files f0…f(n-1), renamed to g…, then deleted; seq.bin of n MiB).
 func runStep(args []string) error {
 	f := flag.NewFlagSet("step", flag.ContinueOnError)
-	step := f.String("step", "", "create, stat, readdir, stat_after_readdir, rename, delete, seq_write or seq_read")
+	step := f.String("step", "", "create, readdir, stat_after_readdir, rename, delete, seq_write or seq_read")
 	dir := f.String("dir", "", "directory to work in (must exist)")
 	n := f.Int("n", 1000, "files, or MiB for seq_write and seq_read")
 	if err := f.Parse(args); err != nil {
@@ -36,7 +36,7 @@ func runStep(args []string) error {
 	switch *step {
 	case "create":
 		return each(func(i int) error { return os.WriteFile(name("f", i), data, 0o644) })
-	case "stat", "stat_after_readdir":
+	case "stat_after_readdir":
 		return each(func(i int) error { _, err := os.Lstat(name("f", i)); return err })
 	case "readdir":
 		ents, err := os.ReadDir(*dir)
