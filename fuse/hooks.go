@@ -159,8 +159,10 @@ func (m *mountState) record(ctx context.Context, a policy.Actor, op policy.Mutat
 	} else if err != nil {
 		m.log.Warn("mount mutation observer failed", "op", op, "path", t.DisplayPath, "err", err)
 	}
-	m.log.Debug("mount mutation", "op", op, "path", t.DisplayPath, "pid", a.PID, "session", a.Session,
-		"before", before, "after", after)
+	if m.log.Enabled(ctx, slog.LevelDebug) { // the arguments alone cost allocations per change
+		m.log.Debug("mount mutation", "op", op, "path", t.DisplayPath, "pid", a.PID, "session", a.Session,
+			"before", before, "after", after)
+	}
 }
 
 // persistRecords writes the records of the mount's changes so far to the

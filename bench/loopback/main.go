@@ -19,9 +19,10 @@ import (
 
 func main() {
 	timeout := flag.Duration("timeout", time.Second, "entry and attribute timeout (go-fuse's default is 1s)")
+	debug := flag.Bool("debug", false, "log every FUSE request (go-fuse's debug log, on stderr)")
 	flag.Parse()
 	if flag.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: loopback [--timeout D] SOURCE MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: loopback [--timeout D] [--debug] SOURCE MOUNTPOINT")
 		os.Exit(2)
 	}
 	root, err := fs.NewLoopbackRoot(flag.Arg(0))
@@ -33,7 +34,7 @@ func main() {
 		EntryTimeout: &to, AttrTimeout: &to,
 		MountOptions: fuse.MountOptions{
 			FsName: flag.Arg(0), Name: "loopback",
-			DirectMount: os.Geteuid() == 0,
+			DirectMount: os.Geteuid() == 0, Debug: *debug,
 		},
 	})
 	if err != nil {

@@ -38,7 +38,7 @@ func runBranches(c *runConfig, base string, res *Results) error {
 	if err := os.WriteFile(filepath.Join(src, "big.txt"), []byte("first line\n"+big), 0o644); err != nil {
 		return fmt.Errorf("big file: %w", err)
 	}
-	d, _, state, err := startServe(c, base, "branch")
+	d, _, state, err := startServe(c, base, "branch", nil)
 	if err != nil {
 		return err
 	}

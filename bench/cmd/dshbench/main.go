@@ -11,7 +11,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: dshbench run|fs|socket|socketspeed|fill [flags]")
+		fmt.Fprintln(os.Stderr, "usage: dshbench run|fs|socket|socketspeed|fill|step [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -26,8 +26,10 @@ func main() {
 		err = runSocketSpeed(os.Args[2:])
 	case "fill":
 		err = runFill(os.Args[2:])
+	case "step":
+		err = runStep(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown verb %q; use run, fs, socket or fill", os.Args[1])
+		err = fmt.Errorf("unknown verb %q; use run, fs, socket, socketspeed, fill or step", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dshbench %s: %v\n", os.Args[1], err)

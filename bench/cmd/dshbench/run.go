@@ -34,6 +34,8 @@ type runConfig struct {
 	ServeArgs string // extra flags for dshmount serve
 	Only      string // comma-separated subset: native,loopback,dshmount,fsmonitor,stores,branches
 	Unbound   bool   // also run the file-system workloads on the mount unbound
+	ReqFiles  int    // files of the request table's steps
+	ReqMiB    int    // MiB of its sequential steps
 }
 
 // Results is bench/results.json.
@@ -45,6 +47,7 @@ type Results struct {
 	Elapsed  float64            `json:"elapsed_s"`
 	Kernel   string             `json:"kernel"`
 	MountOpt map[string]string  `json:"mount_options,omitempty"`
+	Requests []*RequestRow      `json:"requests,omitempty"`
 }
 
 // runAll is `dshbench run`.
@@ -62,9 +65,11 @@ func runAll(args []string) error {
 	f.DurationVar(&c.RandTime, "rand-time", 5*time.Second, "random-read duration")
 	f.DurationVar(&c.EditTime, "edit-time", 2*time.Second, "guarded-edit run duration")
 	f.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for dshmount serve (space separated)")
-	f.StringVar(&c.Only, "only", "native,loopback,dshmount,fsmonitor,stores,branches",
-		"targets to run (fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd; branches: create, copy-up, commit and diff costs)")
+	f.StringVar(&c.Only, "only", "native,loopback,dshmount,requests,fsmonitor,stores,branches",
+		"targets to run (requests: FUSE requests per file by opcode, daemon CPU per request and interleaved wall times, loopback vs dshmount unbound and bound; fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd; branches: create, copy-up, commit and diff costs)")
 	f.BoolVar(&c.Unbound, "unbound", true, "also run the file-system workloads on the mount unbound (no session: the guard's cost is the difference)")
+	f.IntVar(&c.ReqFiles, "req-files", 2000, "files of each request-table step")
+	f.IntVar(&c.ReqMiB, "req-mib", 256, "MiB of the request table's sequential steps")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -123,6 +128,11 @@ func runAll(args []string) error {
 	}
 	if only("dshmount") {
 		if err := runDshmount(&c, self, base, fsArgs, res); err != nil {
+			return err
+		}
+	}
+	if only("requests") {
+		if res.Requests, err = runRequests(&c, self, base); err != nil {
 			return err
 		}
 	}
@@ -227,7 +237,11 @@ func startDaemon(cmd *exec.Cmd, ready string) (*daemon, error) {
 		return nil, err
 	}
 	var stderr bytes.Buffer
-	cmd.Stderr = &limitedWriter{w: &stderr, n: 1 << 20}
+	var errw io.Writer = &limitedWriter{w: &stderr, n: 1 << 20}
+	if cmd.Stderr != nil { // the caller reads the log too (request counts)
+		errw = io.MultiWriter(cmd.Stderr, errw)
+	}
+	cmd.Stderr = errw
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -218,7 +218,7 @@ func runSocketSpeed(args []string) error {
 	res := &Results{Time: began.UTC(), Config: c, Targets: map[string]*Report{}, Kernel: kernel()}
 	reps, et := strconv.Itoa(c.Reps), c.EditTime.String()
 	for _, mode := range []struct{ target, durability string }{{"socket", "fsync"}, {"socket-nosync", "none"}} {
-		d, src, state, err := startServe(&c, base, mode.target, "--durability", mode.durability)
+		d, src, state, err := startServe(&c, base, mode.target, nil, "--durability", mode.durability)
 		if err != nil {
 			return err
 		}
@@ -246,12 +246,14 @@ func runSocketSpeed(args []string) error {
 
 // startServe starts `dshmount serve` on fresh directories under base named
 // after name, with extra flags after the configured ones.
-func startServe(c *runConfig, base, name string, extra ...string) (d *daemon, src, state string, err error) {
+func startServe(c *runConfig, base, name string, stderr io.Writer, extra ...string) (d *daemon, src, state string, err error) {
 	src, mnt, state := mkdir(base, name+"-src"), mkdir(base, name+"-mnt"), mkdir(base, name+"-state")
 	args := append([]string{"serve", "--state", state}, strings.Fields(c.ServeArgs)...)
 	args = append(args, extra...)
 	args = append(args, src, mnt)
-	if d, err = startDaemon(exec.Command(c.Dshmount, args...), "ready mount="); err != nil {
+	cmd := exec.Command(c.Dshmount, args...)
+	cmd.Stderr = stderr
+	if d, err = startDaemon(cmd, "ready mount="); err != nil {
 		return nil, "", "", fmt.Errorf("dshmount %s: %w", strings.Join(args, " "), err)
 	}
 	return d, src, state, nil
@@ -262,7 +264,7 @@ func socketPath(state string) string { return filepath.Join(state, "run", "contr
 // measureMemory creates c.MemFiles files through a fresh mount as a bound
 // session and returns the daemon's RSS and Badger's bytes.
 func measureMemory(c *runConfig, self, base string) (map[string]float64, error) {
-	d, _, state, err := startServe(c, base, "mem")
+	d, _, state, err := startServe(c, base, "mem", nil)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -40,7 +41,7 @@ func loopbackRule(n, l, d float64) (met, applies bool) {
 // for rates, higher is better), then the socket and memory lines.
 func printTable(w io.Writer, res *Results) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "metric\tunit\tnative\tloopback\tdshmount\tdsh/native\tdsh/loopback\tunbound\tunb/native\ttarget\t")
+	fmt.Fprintln(tw, "metric\tunit\tnative\tloopback\tdshmount\tdsh/native\tdsh/loopback\tunbound\tunb/native\ttarget\t÷loopback: bound ≤1.5, unbound ≤1.1\t")
 	nat, lb, dsh, unb := res.Targets["native"], res.Targets["loopback"], res.Targets["dshmount"], res.Targets["dshmount-unbound"]
 	var names []Metric
 	for _, r := range []*Report{nat, lb, dsh} {
@@ -64,8 +65,8 @@ func printTable(w io.Writer, res *Results) {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Name, m.Unit, num(n), num(l), num(d),
-			ratio(d, n), ratio(d, l), num(u), ratio(u, n), goal)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Name, m.Unit, num(n), num(l), num(d),
+			ratio(d, n), ratio(d, l), num(u), ratio(u, n), goal, loopbackTargets(m.HigherBetter, l, d, u))
 	}
 	tw.Flush()
 	for _, r := range []*Report{nat, lb, dsh} {
@@ -109,9 +110,31 @@ func printTable(w io.Writer, res *Results) {
 	printFsmonitor(w, res.Targets["fsmonitor"])
 	printBranches(w, res.Targets["branches"])
 	printSpeedTargets(w, res)
+	fprintRequests(w, res.Requests)
 	for name, line := range res.MountOpt {
 		fmt.Fprintf(w, "mount (%s): %s\n", name, line)
 	}
+}
+
+// loopbackTargets is the slowdown against the loopback (time ratio; for
+// rates the inverse) of the bound and unbound runs with their targets.
+func loopbackTargets(higher bool, l, d, u float64) string {
+	var parts []string
+	for _, c := range []struct {
+		name string
+		v    float64
+		max  float64
+	}{{"bound", d, reqMax[reqBound]}, {"unbound", u, reqMax[reqUnbound]}} {
+		q := c.v / l
+		if higher {
+			q = l / c.v
+		}
+		if math.IsNaN(q) || math.IsInf(q, 0) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f× %s", c.name, q, verdict(q <= c.max)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func verdict(ok bool) string {

@@ -42,6 +42,7 @@ func TestPrintTable_ShowsUnboundAndBothTargets(t *testing.T) {
 	assert.Contains(t, out.String(), "unb/native")
 	assert.Contains(t, out.String(), "1.20×", "the unbound ratio")
 	assert.Contains(t, out.String(), "≤2 met; ≤½ loopback met")
+	assert.Contains(t, out.String(), "bound 0.15× met; unbound 0.12× met", "the ratios to the loopback with their targets")
 }
 
 func TestPrintBranches_EachRowWithItsTarget(t *testing.T) {

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+)
+
+// runStep is `dshbench step`: one step of the request table in a directory
+// (files f0…f(n-1), renamed to g…, then deleted; seq.bin of n MiB).
+func runStep(args []string) error {
+	f := flag.NewFlagSet("step", flag.ContinueOnError)
+	step := f.String("step", "", "create, readdir, stat_after_readdir, rename, delete, seq_write or seq_read")
+	dir := f.String("dir", "", "directory to work in (must exist)")
+	n := f.Int("n", 1000, "files, or MiB for seq_write and seq_read")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	name := func(prefix string, i int) string { return filepath.Join(*dir, prefix+strconv.Itoa(i)) }
+	each := func(fn func(i int) error) error {
+		for i := range *n {
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	data := bytes.Repeat([]byte("x"), 4096)
+	seq := filepath.Join(*dir, "seq.bin")
+	switch *step {
+	case "create":
+		return each(func(i int) error { return os.WriteFile(name("f", i), data, 0o644) })
+	case "stat_after_readdir":
+		return each(func(i int) error { _, err := os.Lstat(name("f", i)); return err })
+	case "readdir":
+		ents, err := os.ReadDir(*dir)
+		if err == nil && len(ents) < *n {
+			err = fmt.Errorf("listed %d entries, want %d", len(ents), *n)
+		}
+		return err
+	case "rename":
+		return each(func(i int) error { return os.Rename(name("f", i), name("g", i)) })
+	case "delete":
+		return each(func(i int) error { return os.Remove(name("g", i)) })
+	case "seq_write":
+		return seqWrite(seq, *n)
+	case "seq_read":
+		dropCaches()
+		fh, err := os.Open(seq)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{fh}, make([]byte, 1<<20))
+		return err
+	}
+	return fmt.Errorf("unknown step %q", *step)
+}
+
+// seqWrite writes mib MiB to p in 1 MiB blocks and fsyncs it.
+func seqWrite(p string, mib int) error {
+	buf := bytes.Repeat([]byte{0x5a}, 1<<20)
+	fh, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	for range mib {
+		if _, err := fh.Write(buf); err != nil {
+			fh.Close()
+			return err
+		}
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+// fprintRequests prints the request table: per step and target the FUSE
+// requests per file (per MiB for the sequential rows) by opcode, the
+// daemon's CPU per request, the median wall time of the interleaved runs
+// and its ratio to the loopback's with the target.
+func fprintRequests(w io.Writer, rows []*RequestRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nFUSE requests per file (per MiB for seq_*) and daemon CPU per request, %d files / %d MiB; counts from a run with debug request logging, CPU and wall time from %d interleaved runs without (medians)\n",
+		unitsOf(rows, false), unitsOf(rows, true), len(rows[0].Wall))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "step\ttarget\treq/file\tCPU µs/req\twall s\t÷loopback\ttarget\tby opcode")
+	lb := map[string]*RequestRow{}
+	for _, r := range rows {
+		if r.Target == reqLoopback {
+			lb[r.Step] = r
+		}
+	}
+	for _, r := range rows {
+		wall, ratioText, goal := median(r.Wall), "", ""
+		if l := lb[r.Step]; l != nil && r.Target != reqLoopback && median(l.Wall) > 0 {
+			q := wall / median(l.Wall)
+			ratioText = fmt.Sprintf("%.2f×", q)
+			goal = fmt.Sprintf("≤%.1f %s", reqMax[r.Target], verdict(q <= reqMax[r.Target]))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%.3f\t%s\t%s\t%s\n", r.Step, r.Target, r.total(),
+			num(nanIfEmpty(r.CPUus)), wall, ratioText, goal, opsText(r.PerUnit))
+	}
+	tw.Flush()
+}
+
+// unitsOf is the files (or MiB, seq) of the table's rows.
+func unitsOf(rows []*RequestRow, seq bool) int {
+	for _, r := range rows {
+		if (r.Step == "seq_write" || r.Step == "seq_read") == seq {
+			return r.Units
+		}
+	}
+	return 0
+}
+
+func nanIfEmpty(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return median(xs)
+}
