@@ -176,6 +176,9 @@ func (m *Manager) Commit(ctx context.Context, name string, keep bool, hooks Hook
 	if err := b.usable("commit", ""); err != nil {
 		return nil, err
 	}
+	if marked := b.markedFiles(); len(marked) > 0 {
+		return nil, &MergeConflictError{Branch: name, Paths: marked, Markers: true}
+	}
 	cs := b.changeSet()
 	after := afterApply{branch: name, keep: keep, run: func() error {
 		if keep {
