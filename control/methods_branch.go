@@ -22,6 +22,7 @@ func (s *Server) branchMethods(t map[string]handler) {
 	t[MethodBranchDiscard] = s.branchDiscard
 	t[MethodBranchMount] = s.branchMount
 	t[MethodBranchUnmount] = s.branchUnmount
+	t[MethodBranchRebase] = s.branchRebase
 }
 
 // branchScopes holds, per branch, the engine that serves the fs.* methods
@@ -266,6 +267,14 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 			return nil, err
 		}
 	}
+	if p.Rebase {
+		if _, err := s.rebase(ctx, p.Name, false); err != nil {
+			if mounted != "" {
+				s.remount(ctx, p.Name, mounted)
+			}
+			return nil, err
+		}
+	}
 	files, err := s.br.mgr.Commit(ctx, p.Name, p.Keep, s.commitHooks(a, "branch "+p.Name+" commit"))
 	if err != nil {
 		if mounted != "" {
@@ -327,9 +336,38 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 	}
 }
 
+// branchRebase merges the workspace's later changes into a branch.
+func (s *Server) branchRebase(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p BranchRebaseParams
+	if err := decodeParams(MethodBranchRebase, params, &p); err != nil {
+		return nil, err
+	}
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	return s.rebase(ctx, p.Name, p.Markers)
+}
+
+// rebase runs one rebase and logs it.
+func (s *Server) rebase(ctx context.Context, name string, markers bool) (BranchRebaseResult, error) {
+	res, err := s.br.mgr.Rebase(ctx, name, markers)
+	if err != nil {
+		return BranchRebaseResult{}, conflictError(err)
+	}
+	s.log.Info("branch rebased", "branch", name, "merged", len(res.Merged), "flagged", len(res.Flagged))
+	return BranchRebaseResult{Merged: res.Merged, Flagged: res.Flagged}, nil
+}
+
 // conflictError turns a commit conflict into an FS_STALE_VERSION error
-// whose data names the conflicting paths.
+// whose data names the conflicting paths, and a merge conflict into an
+// FS_MERGE_CONFLICT error whose data also carries the hunks.
 func conflictError(err error) error {
+	var me *branch.MergeConflictError
+	if errors.As(err, &me) {
+		msg := provider.MessageOf(me.Unwrap())
+		return &callError{obj: ErrorObject{Code: CodeFilesystem, Message: string(provider.CodeMergeConflict) + ": " + msg,
+			Data: &ErrorData{Code: provider.CodeMergeConflict, Message: msg, Conflicts: me.Paths, ConflictHunks: me.Hunks}}}
+	}
 	var ce *branch.ConflictError
 	if !errors.As(err, &ce) {
 		return err
