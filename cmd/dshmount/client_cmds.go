@@ -302,7 +302,7 @@ func describeFailure(verb string, args []string, cwd string, err error) (failure
 			side = "destination"
 		}
 		subject = side + " " + f.Path
-	case f.Path == "" && len(args) > 0 && verb != "session" && verb != "patch" && f.Code != provider.CodeInvalidArgument:
+	case f.Path == "" && len(args) > 0 && verb != "session" && verb != "patch" && verb != "branch" && f.Code != provider.CodeInvalidArgument:
 		f.Path = displayPath(cwd, args[0])
 		subject = f.Path
 	}

@@ -95,6 +95,9 @@ func (e *ConflictError) message() string {
 	if len(e.Paths) > 10 {
 		list = strings.Join(e.Paths[:10], ", ") + fmt.Sprintf(" and %d more", len(e.Paths)-10)
 	}
+	if strings.HasPrefix(e.Label, "branch ") {
+		return fmt.Sprintf("the workspace changed %s since %s started from it; nothing was applied: rebase the branch (branch rebase, or commit with rebase) to merge the workspace's changes into it, then commit again", list, e.Label)
+	}
 	return fmt.Sprintf("the workspace changed %s since %s started from it; nothing was applied: look at the new workspace content, redo the change there (or discard), then commit again", list, e.Label)
 }
 

@@ -48,9 +48,9 @@ func (e *MergeConflictError) message() string {
 		list = strings.Join(e.Paths[:10], ", ") + fmt.Sprintf(" and %d more", len(e.Paths)-10)
 	}
 	if e.Markers {
-		return fmt.Sprintf("%s in branch %s still hold conflict markers; resolve them (remove every <<<<<<< ======= >>>>>>> block), then commit again", list, e.Branch)
+		return fmt.Sprintf("conflict markers remain in branch %s: %s; resolve each <<<<<<< ======= >>>>>>> block (keep what both sides need, remove the markers), then commit again", e.Branch, list)
 	}
-	return fmt.Sprintf("branch %s and the workspace both changed %s where the changes touch; nothing was changed: resolve the conflictHunks in the branch (or rebase with markers: true), then rebase again", e.Branch, list)
+	return fmt.Sprintf("branch %s and the workspace both changed %s where the changes touch; nothing was changed: edit the branch's side of each conflicted region, then rebase again, or rebase with markers to resolve them in the files", e.Branch, list)
 }
 
 // Unwrap makes errors.Is(err, provider.ErrMergeConflict) hold.
