@@ -13,22 +13,32 @@ import (
 
 const rebaseBase = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n"
 
+// divergedBranch makes branch fix over f.txt holding base, writes ours in
+// the branch and then theirs in the workspace, and returns a client.
+func divergedBranch(t *testing.T, env *testEnv, base, ours, theirs string) *Client {
+	t.Helper()
+	env.file(t, "f.txt", base)
+	ctx := context.Background()
+	c := env.client(t)
+	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "fix"})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "f.txt", Content: ours, Branch: "fix", Unconditional: true})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "f.txt", Content: theirs, Unconditional: true})
+	require.NoError(t, err)
+	return c
+}
+
 // The README recipe's case over the socket: the branch and the workspace
 // change lines three apart; branch.commit alone is refused, and
 // branch.commit {rebase: true} leaves both changes in the workspace.
 func TestBranch_CommitRebaseKeepsBothChanges(t *testing.T) {
 	env := newBranchEnv(t)
-	env.file(t, "f.txt", rebaseBase)
 	ctx := context.Background()
-	c := env.client(t)
-	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "fix"})
-	require.NoError(t, err)
-	_, err = c.Write(ctx, WriteParams{Path: "f.txt", Content: "l1\nl2\nBRANCH\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n", Branch: "fix", Unconditional: true})
-	require.NoError(t, err)
-	_, err = c.Write(ctx, WriteParams{Path: "f.txt", Content: "l1\nl2\nl3\nl4\nl5\nl6\nWORKSPACE\nl8\nl9\nl10\n", Unconditional: true})
-	require.NoError(t, err)
+	c := divergedBranch(t, env, rebaseBase,
+		"l1\nl2\nBRANCH\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n", "l1\nl2\nl3\nl4\nl5\nl6\nWORKSPACE\nl8\nl9\nl10\n")
 
-	_, err = c.BranchCommit(ctx, BranchCommitParams{Name: "fix"})
+	_, err := c.BranchCommit(ctx, BranchCommitParams{Name: "fix"})
 	require.True(t, errors.Is(err, provider.ErrStaleVersion), "%v", err)
 	res, err := c.BranchCommit(ctx, BranchCommitParams{Name: "fix", Rebase: true})
 	require.NoError(t, err)
@@ -39,17 +49,10 @@ func TestBranch_CommitRebaseKeepsBothChanges(t *testing.T) {
 
 func TestBranch_RebaseConflictHunksAndMarkers(t *testing.T) {
 	env := newBranchEnv(t)
-	env.file(t, "f.txt", "a\nb\nc\n")
 	ctx := context.Background()
-	c := env.client(t)
-	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "fix"})
-	require.NoError(t, err)
-	_, err = c.Write(ctx, WriteParams{Path: "f.txt", Content: "a\nB\nc\n", Branch: "fix", Unconditional: true})
-	require.NoError(t, err)
-	_, err = c.Write(ctx, WriteParams{Path: "f.txt", Content: "a\nW\nc\n", Unconditional: true})
-	require.NoError(t, err)
+	c := divergedBranch(t, env, "a\nb\nc\n", "a\nB\nc\n", "a\nW\nc\n")
 
-	_, err = c.BranchRebase(ctx, BranchRebaseParams{Name: "fix"})
+	_, err := c.BranchRebase(ctx, BranchRebaseParams{Name: "fix"})
 	re := rpcErr(t, err)
 	assert.Equal(t, provider.CodeMergeConflict, re.Code)
 	assert.Equal(t, []string{"f.txt"}, re.Conflicts)
