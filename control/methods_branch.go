@@ -253,6 +253,11 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 	if err != nil {
 		return nil, err
 	}
+	if p.Rebase && p.Keep {
+		if _, err := s.rebaseAside(ctx, p.Name, false); err != nil {
+			return nil, err
+		}
+	}
 	mounted := ""
 	if !p.Keep {
 		// The branch goes with the commit: its mount goes first, and comes
@@ -267,7 +272,7 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 			return nil, err
 		}
 	}
-	if p.Rebase {
+	if p.Rebase && !p.Keep { // the mount is down already
 		if _, err := s.rebase(ctx, p.Name, false); err != nil {
 			if mounted != "" {
 				s.remount(ctx, p.Name, mounted)
@@ -345,7 +350,27 @@ func (s *Server) branchRebase(ctx context.Context, _ *conn, params json.RawMessa
 	if s.br.mgr == nil {
 		return nil, errNoBranches
 	}
-	return s.rebase(ctx, p.Name, p.Markers)
+	return s.rebaseAside(ctx, p.Name, p.Markers)
+}
+
+// rebaseAside rebases branch name with its mount down: a rebase replaces
+// the branch's files, which a mount would go on showing from its caches.
+// The mount comes back at the same place afterwards.
+func (s *Server) rebaseAside(ctx context.Context, name string, markers bool) (BranchRebaseResult, error) {
+	bm := s.br.mounts
+	bm.ops.Lock()
+	defer bm.ops.Unlock()
+	if _, err := s.br.mgr.Get(name); err != nil {
+		return BranchRebaseResult{}, err
+	}
+	mounted, err := s.unmountBranch(ctx, name)
+	if err != nil {
+		return BranchRebaseResult{}, err
+	}
+	if mounted != "" {
+		defer s.remount(ctx, name, mounted)
+	}
+	return s.rebase(ctx, name, markers)
 }
 
 // rebase runs one rebase and logs it.
