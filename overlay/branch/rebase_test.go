@@ -15,18 +15,25 @@ import (
 
 const rebaseBase = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n"
 
+// branchOf makes branch fix over f.txt holding base and writes ours in it.
+func branchOf(t *testing.T, e *env, base, ours string) *Branch {
+	t.Helper()
+	e.put("f.txt", base)
+	b, err := e.m.Create("fix")
+	require.NoError(t, err)
+	bwrite(t, b, "f.txt", ours)
+	return b
+}
+
 // The README recipe's case: the branch and the workspace change lines
 // three apart. Commit alone is refused; rebase merges, and the commit
 // then leaves both changes in the workspace.
 func TestRebase_NearbyChangesMergeAndCommit(t *testing.T) {
 	e := newEnv(t)
-	e.put("f.txt", rebaseBase)
-	b, err := e.m.Create("fix")
-	require.NoError(t, err)
-	bwrite(t, b, "f.txt", "l1\nl2\nBRANCH\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n")
+	b := branchOf(t, e, rebaseBase, "l1\nl2\nBRANCH\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n")
 	e.put("f.txt", "l1\nl2\nl3\nl4\nl5\nl6\nWORKSPACE\nl8\nl9\nl10\n")
 
-	_, err = e.m.Commit(context.Background(), "fix", true, Hooks{})
+	_, err := e.m.Commit(context.Background(), "fix", true, Hooks{})
 	require.True(t, errors.Is(err, provider.ErrStaleVersion), "commit before rebase: %v", err)
 
 	res, err := e.m.Rebase(context.Background(), "fix", false)
@@ -67,10 +74,7 @@ func TestRebase_ConflictChangesNothing(t *testing.T) {
 
 func TestRebase_MarkersFlagUntilResolved(t *testing.T) {
 	e := newEnv(t)
-	e.put("f.txt", "a\nb\nc\n")
-	b, err := e.m.Create("fix")
-	require.NoError(t, err)
-	bwrite(t, b, "f.txt", "a\nB\nc\n")
+	b := branchOf(t, e, "a\nb\nc\n", "a\nB\nc\n")
 	e.put("f.txt", "a\nW\nc\n")
 
 	res, err := e.m.Rebase(context.Background(), "fix", true)
@@ -95,12 +99,9 @@ func TestRebase_MarkersFlagUntilResolved(t *testing.T) {
 
 func TestRebase_DeletedInWorkspaceConflicts(t *testing.T) {
 	e := newEnv(t)
-	e.put("f.txt", rebaseBase)
-	b, err := e.m.Create("fix")
-	require.NoError(t, err)
-	bwrite(t, b, "f.txt", "changed\n")
+	branchOf(t, e, rebaseBase, "changed\n")
 	require.NoError(t, os.Remove(filepath.Join(e.ws, "f.txt")))
-	_, err = e.m.Rebase(context.Background(), "fix", true)
+	_, err := e.m.Rebase(context.Background(), "fix", true)
 	var ce *MergeConflictError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	assert.Equal(t, []string{"f.txt"}, ce.Paths)
@@ -108,10 +109,7 @@ func TestRebase_DeletedInWorkspaceConflicts(t *testing.T) {
 
 func TestRebase_UnmovedWorkspaceMergesNothing(t *testing.T) {
 	e := newEnv(t)
-	e.put("f.txt", rebaseBase)
-	b, err := e.m.Create("fix")
-	require.NoError(t, err)
-	bwrite(t, b, "f.txt", "changed\n")
+	b := branchOf(t, e, rebaseBase, "changed\n")
 	bwrite(t, b, "new.txt", "new\n")
 	res, err := e.m.Rebase(context.Background(), "fix", false)
 	require.NoError(t, err)
