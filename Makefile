@@ -37,7 +37,7 @@ bench: build
 
 ## bench-go: Go benchmarks of every package (ns/op, allocs)
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./policy/... ./control/... ./overlay/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./merge/... ./policy/... ./control/... ./overlay/...
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDispatch$$' -fuzztime $(FUZZTIME) ./control/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLine$$' -fuzztime $(FUZZTIME) ./control/
 	$(GO) test -run '^$$' -fuzz '^FuzzMarshalRecords$$' -fuzztime $(FUZZTIME) ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./merge/
 
 lint-basic:
 	$(GO) vet $(PKGS)

@@ -228,7 +228,7 @@ func (s *Server) remount(ctx context.Context, name, dir string) {
 		err = s.startMount(ctx, b, dir)
 	}
 	if err != nil {
-		s.log.Error("branch mount not restored after a failed commit or discard; mount it again with dshmount branch mount",
+		s.log.Error("branch mount not restored after a failed commit or discard, or a rebase; mount it again with dshmount branch mount",
 			"branch", name, "mount", dir, "err", err)
 	}
 }

@@ -456,3 +456,26 @@ func TestBranchMount_GoneFromOutsideIsNoLongerListedAndMountsAgain(t *testing.T)
 	mounts, _ := env.fake.recorded()
 	assert.Len(t, mounts, 2)
 }
+
+// A rebase replaces the branch's files: it runs with the mount down, and
+// the mount comes back at the same place.
+func TestBranchMount_RebaseUnmountsAndMountsAgain(t *testing.T) {
+	env := newMountEnv(t, "")
+	env.file(t, "a.txt", "a\nb\nc\nd\ne\n")
+	ctx := context.Background()
+	c := env.client(t)
+	dir := emptyDir(t)
+	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "rb", Mount: dir})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "a.txt", Content: "A\nb\nc\nd\ne\n", Branch: "rb", Unconditional: true})
+	require.NoError(t, err)
+	env.file(t, "a.txt", "a\nb\nc\nd\nE\n")
+	res, err := c.BranchRebase(ctx, BranchRebaseParams{Name: "rb"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.txt"}, res.Merged)
+	mounts, un := env.fake.recorded()
+	require.Len(t, un, 1)
+	assert.Equal(t, "rb", un[0].branch)
+	require.Len(t, mounts, 2)
+	assert.Equal(t, []string{dir, dir}, []string{mounts[0].dir, mounts[1].dir}, "mounted again after the rebase")
+}

@@ -23,6 +23,13 @@ func (c *Client) BranchCommit(ctx context.Context, p BranchCommitParams) (*Branc
 	return callTyped[BranchCommitResult](ctx, c, MethodBranchCommit, p)
 }
 
+// BranchRebase calls branch.rebase. A conflict is an *RPCError with code
+// FS_MERGE_CONFLICT whose Conflicts name the paths and ConflictHunks the
+// regions.
+func (c *Client) BranchRebase(ctx context.Context, p BranchRebaseParams) (*BranchRebaseResult, error) {
+	return callTyped[BranchRebaseResult](ctx, c, MethodBranchRebase, p)
+}
+
 // BranchDiscard calls branch.discard.
 func (c *Client) BranchDiscard(ctx context.Context, name string) error {
 	return c.Call(ctx, MethodBranchDiscard, BranchNameParams{Name: name}, nil)

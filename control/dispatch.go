@@ -170,7 +170,7 @@ func methodNames() []string {
 	return []string{MethodSessionOpen, MethodSessionClose, MethodSessionBind, MethodStat, MethodList,
 		MethodRead, MethodWrite, MethodEdit, MethodPatch, MethodDelete, MethodMove, MethodWatch,
 		MethodUnwatch, MethodLog, MethodStatus, MethodBranchCreate, MethodBranchList, MethodBranchDiff,
-		MethodBranchCommit, MethodBranchDiscard, MethodBranchMount, MethodBranchUnmount, MethodChanges}
+		MethodBranchCommit, MethodBranchDiscard, MethodBranchMount, MethodBranchUnmount, MethodBranchRebase, MethodChanges}
 }
 
 // validID reports whether a raw id is a string, a number or null.

@@ -20,6 +20,8 @@ type RPCError struct {
 	Resume  uint64        // FS_CHANGES_LOST: the since to watch again with, after a rescan
 	// Conflicts are the paths a branch commit or atomic patch conflicts on.
 	Conflicts []string
+	// ConflictHunks are the conflicted regions of a refused merge.
+	ConflictHunks []ConflictHunk
 }
 
 // Error renders "FS_CODE: message" or "rpc error N: message".
@@ -45,6 +47,7 @@ func rpcErrorFromObject(o *ErrorObject) *RPCError {
 		e.Code = o.Data.Code
 		e.Path = o.Data.Path
 		e.Conflicts = o.Data.Conflicts
+		e.ConflictHunks = o.Data.ConflictHunks
 		if o.Data.Message != "" {
 			e.Message = o.Data.Message
 		}

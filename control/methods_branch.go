@@ -22,6 +22,7 @@ func (s *Server) branchMethods(t map[string]handler) {
 	t[MethodBranchDiscard] = s.branchDiscard
 	t[MethodBranchMount] = s.branchMount
 	t[MethodBranchUnmount] = s.branchUnmount
+	t[MethodBranchRebase] = s.branchRebase
 }
 
 // branchScopes holds, per branch, the engine that serves the fs.* methods
@@ -252,6 +253,11 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 	if err != nil {
 		return nil, err
 	}
+	if p.Rebase && p.Keep {
+		if _, err := s.rebaseAside(ctx, p.Name, false); err != nil {
+			return nil, err
+		}
+	}
 	mounted := ""
 	if !p.Keep {
 		// The branch goes with the commit: its mount goes first, and comes
@@ -263,6 +269,14 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 			return nil, err
 		}
 		if mounted, err = s.unmountBranch(ctx, p.Name); err != nil {
+			return nil, err
+		}
+	}
+	if p.Rebase && !p.Keep { // the mount is down already
+		if _, err := s.rebase(ctx, p.Name, false); err != nil {
+			if mounted != "" {
+				s.remount(ctx, p.Name, mounted)
+			}
 			return nil, err
 		}
 	}
@@ -327,9 +341,58 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 	}
 }
 
+// branchRebase merges the workspace's later changes into a branch.
+func (s *Server) branchRebase(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+	var p BranchRebaseParams
+	if err := decodeParams(MethodBranchRebase, params, &p); err != nil {
+		return nil, err
+	}
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	return s.rebaseAside(ctx, p.Name, p.Markers)
+}
+
+// rebaseAside rebases branch name with its mount down: a rebase replaces
+// the branch's files, which a mount would go on showing from its caches.
+// The mount comes back at the same place afterwards.
+func (s *Server) rebaseAside(ctx context.Context, name string, markers bool) (BranchRebaseResult, error) {
+	bm := s.br.mounts
+	bm.ops.Lock()
+	defer bm.ops.Unlock()
+	if _, err := s.br.mgr.Get(name); err != nil {
+		return BranchRebaseResult{}, err
+	}
+	mounted, err := s.unmountBranch(ctx, name)
+	if err != nil {
+		return BranchRebaseResult{}, err
+	}
+	if mounted != "" {
+		defer s.remount(ctx, name, mounted)
+	}
+	return s.rebase(ctx, name, markers)
+}
+
+// rebase runs one rebase and logs it.
+func (s *Server) rebase(ctx context.Context, name string, markers bool) (BranchRebaseResult, error) {
+	res, err := s.br.mgr.Rebase(ctx, name, markers)
+	if err != nil {
+		return BranchRebaseResult{}, conflictError(err)
+	}
+	s.log.Info("branch rebased", "branch", name, "merged", len(res.Merged), "flagged", len(res.Flagged))
+	return BranchRebaseResult{Merged: res.Merged, Flagged: res.Flagged}, nil
+}
+
 // conflictError turns a commit conflict into an FS_STALE_VERSION error
-// whose data names the conflicting paths.
+// whose data names the conflicting paths, and a merge conflict into an
+// FS_MERGE_CONFLICT error whose data also carries the hunks.
 func conflictError(err error) error {
+	var me *branch.MergeConflictError
+	if errors.As(err, &me) {
+		msg := provider.MessageOf(me.Unwrap())
+		return &callError{obj: ErrorObject{Code: CodeFilesystem, Message: string(provider.CodeMergeConflict) + ": " + msg,
+			Data: &ErrorData{Code: provider.CodeMergeConflict, Message: msg, Conflicts: me.Paths, ConflictHunks: me.Hunks}}}
+	}
 	var ce *branch.ConflictError
 	if !errors.As(err, &ce) {
 		return err

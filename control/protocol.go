@@ -99,6 +99,9 @@ type ErrorData struct {
 	// Conflicts names the paths of a refused branch commit or atomic
 	// patch (FS_STALE_VERSION).
 	Conflicts []string `json:"conflicts,omitempty"`
+	// ConflictHunks are the conflicted regions of a refused merge
+	// (FS_MERGE_CONFLICT).
+	ConflictHunks []ConflictHunk `json:"conflictHunks,omitempty"`
 }
 
 // WriteExpected is the explicit guard of a write or of a move destination:

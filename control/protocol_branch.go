@@ -1,6 +1,12 @@
 package control
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dshmount/dshmount/overlay/branch"
+)
 
 // Branch methods.
 const (
@@ -11,6 +17,7 @@ const (
 	MethodBranchDiscard = "branch.discard"
 	MethodBranchMount   = "branch.mount"
 	MethodBranchUnmount = "branch.unmount"
+	MethodBranchRebase  = "branch.rebase"
 )
 
 // BranchCreateParams are the params of branch.create. With Mount the
@@ -101,12 +108,36 @@ type BranchDiffResult struct {
 	Next  *int         `json:"next,omitempty"`
 }
 
-// BranchCommitParams are the params of branch.commit.
+// BranchCommitParams are the params of branch.commit. With Rebase the
+// branch is rebased first (as branch.rebase without markers).
 type BranchCommitParams struct {
 	Name    string `json:"name"`
 	Keep    bool   `json:"keep,omitempty"`
+	Rebase  bool   `json:"rebase,omitempty"`
 	Session string `json:"session,omitempty"`
 }
+
+// BranchRebaseParams are the params of branch.rebase. With Markers, text
+// conflicts are written into the branch as git-style conflict markers and
+// the files flagged (a commit is refused while they hold markers) instead
+// of refusing the rebase.
+type BranchRebaseParams struct {
+	Name    string `json:"name"`
+	Markers bool   `json:"markers,omitempty"`
+}
+
+// BranchRebaseResult is the result of branch.rebase: the files merged
+// over the workspace's changes, and those left with markers.
+type BranchRebaseResult struct {
+	Merged  []string `json:"merged"`
+	Flagged []string `json:"flagged"`
+}
+
+// ConflictHunk is one conflicted region of a refused merge
+// (FS_MERGE_CONFLICT): the 1-based first line of the region in the
+// base, and the region's lines in the base, ours (the branch, or the
+// change being made) and theirs (the workspace).
+type ConflictHunk = branch.ConflictHunk
 
 // CommittedFile is one workspace file a commit changed.
 type CommittedFile struct {
@@ -119,4 +150,24 @@ type CommittedFile struct {
 type BranchCommitResult struct {
 	Files []CommittedFile `json:"files"`
 	Kept  bool            `json:"kept"`
+}
+
+// ConflictHunksText renders conflicted regions for people and models: per
+// region its path and base line, then ours and theirs between git-style
+// markers. Empty for no regions.
+func ConflictHunksText(hunks []ConflictHunk) string {
+	var sb strings.Builder
+	for _, h := range hunks {
+		fmt.Fprintf(&sb, "%s, from base line %d:\n<<<<<<< ours\n%s=======\n%s>>>>>>> theirs\n",
+			h.Path, h.BaseStart, endLine(h.Ours), endLine(h.Theirs))
+	}
+	return sb.String()
+}
+
+// endLine ends a non-empty text with a newline.
+func endLine(s string) string {
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		return s + "\n"
+	}
+	return s
 }

@@ -34,6 +34,10 @@ const (
 	// before this daemon run, or before changes were lost): rescan, then
 	// resubscribe from the seq the message names.
 	CodeChangesLost Code = "FS_CHANGES_LOST"
+	// CodeMergeConflict refuses a three-way merge (branch rebase, a
+	// change with merge: true) whose two sides' changes touch: nothing was
+	// changed; the error's data names the conflicted hunks.
+	CodeMergeConflict Code = "FS_MERGE_CONFLICT"
 )
 
 // Codes lists every code in a stable order.
@@ -42,7 +46,7 @@ var Codes = []Code{
 	CodePermissionDenied, CodeSandboxDenied, CodeIOError, CodeStaleVersion,
 	CodeNotObserved, CodeAmbiguousEdit, CodeEditNotFound, CodePatchMismatch,
 	CodeSameTarget, CodeTooLarge, CodeAborted, CodeInvalidArgument,
-	CodeChangesLost,
+	CodeChangesLost, CodeMergeConflict,
 }
 
 // Sentinel errors, one per code, for errors.Is matching:
@@ -65,6 +69,7 @@ var (
 	ErrAborted          = &Error{Code: CodeAborted}
 	ErrInvalidArgument  = &Error{Code: CodeInvalidArgument}
 	ErrChangesLost      = &Error{Code: CodeChangesLost}
+	ErrMergeConflict    = &Error{Code: CodeMergeConflict}
 )
 
 // Error is the one filesystem error type. It carries a stable Code, the

@@ -82,5 +82,5 @@ func TestCodes_AreUniqueAndPrefixed(t *testing.T) {
 		seen[c] = true
 		assert.Regexp(t, `^FS_[A-Z_]+$`, string(c))
 	}
-	assert.Len(t, provider.Codes, 17)
+	assert.Len(t, provider.Codes, 18)
 }

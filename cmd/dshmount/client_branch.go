@@ -16,13 +16,15 @@ import (
 // branchVerb is "dshmount branch": create, list, diff, commit, discard.
 func branchVerb() clientVerb {
 	return clientVerb{name: "branch", summary: "create, list, review, commit or discard a copy-on-write branch",
-		synopsis: "create NAME [--mount DIR] | list | diff NAME [--stat] [--patch] | commit NAME [--keep] | discard NAME | mount NAME DIR | unmount NAME",
+		synopsis: "create NAME [--mount DIR] | list | diff NAME [--stat] [--patch] | commit NAME [--keep] [--rebase] | rebase NAME [--markers] | discard NAME | mount NAME DIR | unmount NAME",
 		minArgs:  1, maxArgs: 3, do: doBranch,
 		flags: func(fs *flag.FlagSet, o *verbOpts) {
 			fs.StringVar(&o.mountDir, "mount", "", "create: also serve the branch as a mount at this empty directory (see mount)")
 			fs.BoolVar(&o.stat, "stat", false, "diff: one line per changed file and the lines added and removed")
 			fs.BoolVar(&o.asPatch, "patch", false, "diff: print the changes as an apply_patch text instead of a unified diff")
 			fs.BoolVar(&o.keep, "keep", false, "commit: keep the branch, empty, over the new workspace state")
+			fs.BoolVar(&o.rebase, "rebase", false, "commit: rebase first (see rebase), then commit")
+			fs.BoolVar(&o.markers, "markers", false, "rebase: write conflicts into the branch as conflict markers instead of refusing")
 		},
 		help: "A branch is a named copy-on-write layer over the workspace: requests with its name\n" +
 			"(the branch parameter of the socket methods, session.open {branch}) change only the\n" +
@@ -37,7 +39,15 @@ func branchVerb() clientVerb {
 			"  commit NAME     apply every change to the workspace, all or nothing: if the\n" +
 			"                  workspace changed a path since the branch started from it,\n" +
 			"                  nothing is applied (FS_STALE_VERSION naming the paths, exit 1)\n" +
-			"                  and the branch stays; --keep keeps the branch, empty\n" +
+			"                  and the branch stays; --keep keeps the branch, empty;\n" +
+			"                  --rebase rebases first\n" +
+			"  rebase NAME     merge the workspace's changes since the branch started each\n" +
+			"                  file into the branch (git's three-way merge): all clean, the\n" +
+			"                  branch's files and bases move on and a commit then applies;\n" +
+			"                  any conflict, nothing changes (FS_MERGE_CONFLICT, the hunks\n" +
+			"                  printed, exit 1). --markers writes git-style conflict markers\n" +
+			"                  into the conflicted files instead; a commit is refused until\n" +
+			"                  they are gone. Renames are a delete plus a create\n" +
 			"  discard NAME    drop the branch and everything in it (unmounting it first)\n" +
 			"  mount NAME DIR  serve the branch as a second mount at DIR, so editors, builds\n" +
 			"                  and git work in it: DIR (absolute or relative to the current\n" +
@@ -132,7 +142,7 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		if err := needName(); err != nil {
 			return err
 		}
-		res, err := e.client.BranchCommit(ctx, control.BranchCommitParams{Name: name, Keep: e.opts.keep, Session: string(e.session)})
+		res, err := e.client.BranchCommit(ctx, control.BranchCommitParams{Name: name, Keep: e.opts.keep, Rebase: e.opts.rebase, Session: string(e.session)})
 		if err != nil {
 			return err
 		}
@@ -150,6 +160,32 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 			}
 			fmt.Fprintln(w)
 		})
+	case "rebase":
+		if err := needName(); err != nil {
+			return err
+		}
+		res, err := e.client.BranchRebase(ctx, control.BranchRebaseParams{Name: name, Markers: e.opts.markers})
+		if err != nil {
+			return err
+		}
+		return e.emit(res, func(w io.Writer) {
+			flagged := map[string]bool{}
+			for _, p := range res.Flagged {
+				flagged[p] = true
+			}
+			for _, p := range res.Merged {
+				what := "merged   "
+				if flagged[p] {
+					what = "conflict "
+				}
+				fmt.Fprintf(w, "%s %s\n", what, p)
+			}
+			fmt.Fprintf(w, "rebased branch %s: %d files merged", name, len(res.Merged))
+			if len(res.Flagged) > 0 {
+				fmt.Fprintf(w, ", %d with conflict markers to resolve before a commit", len(res.Flagged))
+			}
+			fmt.Fprintln(w)
+		})
 	case "discard":
 		if err := needName(); err != nil {
 			return err
@@ -159,7 +195,7 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		}
 		return e.emit(control.Empty{}, func(w io.Writer) { fmt.Fprintf(w, "discarded branch %s\n", name) })
 	}
-	return &usageError{msg: fmt.Sprintf("unknown branch command %q; expected create, list, diff, commit, discard, mount or unmount", sub)}
+	return &usageError{msg: fmt.Sprintf("unknown branch command %q; expected create, list, diff, commit, rebase, discard, mount or unmount", sub)}
 }
 
 // absDir makes a directory argument absolute against the current

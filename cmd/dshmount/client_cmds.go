@@ -86,6 +86,8 @@ type verbOpts struct {
 	stat         bool        // branch diff: a summary per file
 	asPatch      bool        // branch diff: an apply_patch text
 	keep         bool        // branch commit: keep the branch, empty
+	rebase       bool        // branch commit: rebase first
+	markers      bool        // branch rebase: conflict markers instead of a refusal
 	mountDir     string      // branch create: mount it there
 }
 
@@ -221,6 +223,10 @@ type failure struct {
 	Message string `json:"message"`
 	// Path is the workspace path the error concerns ("" when none).
 	Path string `json:"path"`
+	// Conflicts and ConflictHunks are a refused commit's or merge's
+	// paths and (FS_MERGE_CONFLICT) conflicted regions.
+	Conflicts     []string               `json:"conflicts,omitempty"`
+	ConflictHunks []control.ConflictHunk `json:"conflictHunks,omitempty"`
 }
 
 // report prints err (stderr, and with --json the failure object on stdout)
@@ -231,6 +237,7 @@ func (e *clientEnv) report(verb string, err error) int {
 	}
 	f, code, line := describeFailure(verb, e.args, e.cwd, err)
 	fmt.Fprintln(e.io.err, line)
+	fmt.Fprint(e.io.err, control.ConflictHunksText(f.ConflictHunks))
 	if e.json {
 		enc := json.NewEncoder(e.io.out)
 		enc.SetIndent("", "  ")
@@ -269,7 +276,7 @@ func describeFailure(verb string, args []string, cwd string, err error) (failure
 	var fe *fsFailure
 	switch {
 	case errors.As(err, &re) && re.Code != "":
-		f = failure{Code: re.Code, Message: re.Message, Path: re.Path}
+		f = failure{Code: re.Code, Message: re.Message, Path: re.Path, Conflicts: re.Conflicts, ConflictHunks: re.ConflictHunks}
 		if re.RPCCode != control.CodeFilesystem {
 			exit = exitUsage // invalid params: the invocation was wrong
 		}
@@ -295,7 +302,7 @@ func describeFailure(verb string, args []string, cwd string, err error) (failure
 			side = "destination"
 		}
 		subject = side + " " + f.Path
-	case f.Path == "" && len(args) > 0 && verb != "session" && verb != "patch" && f.Code != provider.CodeInvalidArgument:
+	case f.Path == "" && len(args) > 0 && verb != "session" && verb != "patch" && verb != "branch" && f.Code != provider.CodeInvalidArgument:
 		f.Path = displayPath(cwd, args[0])
 		subject = f.Path
 	}

@@ -27,6 +27,8 @@ func toolErrorText(err error) string {
 	var re *control.RPCError
 	if errors.As(err, &re) {
 		switch {
+		case re.Code != "" && len(re.ConflictHunks) > 0:
+			return string(re.Code) + ": " + re.Message + hunksText(re.ConflictHunks)
 		case re.Code != "":
 			return string(re.Code) + ": " + re.Message
 		case re.RPCCode == control.CodeInvalidParams:
@@ -128,3 +130,8 @@ func (c *Conn) describeEntry(e control.LogEntry) string {
 
 // ago renders a duration as "3s ago".
 func ago(d time.Duration) string { return control.Ago(d) }
+
+// hunksText lists the conflicted regions of a refused merge.
+func hunksText(hunks []control.ConflictHunk) string {
+	return "\nConflicted regions (ours, then theirs):\n" + strings.TrimSuffix(control.ConflictHunksText(hunks), "\n")
+}

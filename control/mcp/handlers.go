@@ -168,3 +168,20 @@ func (c *Conn) displayPath(ctx context.Context, p string) string {
 	}
 	return r.DisplayPath
 }
+
+// branchRebase serves the branch_rebase tool.
+func (c *Conn) branchRebase(ctx context.Context, in BranchRebaseInput) (string, BranchRebaseOutput, error) {
+	r, err := c.cfg.Daemon.BranchRebase(ctx, control.BranchRebaseParams{Name: in.Name, Markers: in.Markers})
+	if err != nil {
+		return "", BranchRebaseOutput{}, err
+	}
+	out := BranchRebaseOutput{Merged: r.Merged, Flagged: r.Flagged}
+	text := fmt.Sprintf("Rebased branch %s: %d files merged (%s).", in.Name, len(r.Merged), strings.Join(r.Merged, ", "))
+	if len(r.Merged) == 0 {
+		text = fmt.Sprintf("Rebased branch %s: the workspace changed none of its files; nothing to merge.", in.Name)
+	}
+	if len(r.Flagged) > 0 {
+		text += fmt.Sprintf(" %s now hold conflict markers: remove every <<<<<<< ======= >>>>>>> block (keeping what both sides need), then commit.", strings.Join(r.Flagged, ", "))
+	}
+	return text, out, nil
+}

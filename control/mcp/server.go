@@ -31,6 +31,7 @@ type Daemon interface {
 	Move(ctx context.Context, p control.MoveParams) (*control.MoveResult, error)
 	Log(ctx context.Context, p control.LogParams) (*control.LogResult, error)
 	Status(ctx context.Context) (*control.StatusResult, error)
+	BranchRebase(ctx context.Context, p control.BranchRebaseParams) (*control.BranchRebaseResult, error)
 }
 
 var _ Daemon = (*control.Client)(nil)
@@ -156,6 +157,7 @@ func (c *Conn) addTools() error {
 		addTool(c.server, deleteSpec, c.delete),
 		addTool(c.server, listSpec, c.list),
 		addTool(c.server, statSpec, c.stat),
+		addTool(c.server, branchRebaseSpec, c.branchRebase),
 	)
 }
 

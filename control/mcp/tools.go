@@ -14,16 +14,18 @@ const (
 	ToolDelete     = "delete"
 	ToolList       = "list"
 	ToolStat       = "stat"
+	// ToolBranchRebase merges the workspace's later changes into a branch.
+	ToolBranchRebase = "branch_rebase"
 )
 
 // ToolNames lists every tool the server offers.
-var ToolNames = []string{ToolRead, ToolWrite, ToolEdit, ToolApplyPatch, ToolMove, ToolDelete, ToolList, ToolStat}
+var ToolNames = []string{ToolRead, ToolWrite, ToolEdit, ToolApplyPatch, ToolMove, ToolDelete, ToolList, ToolStat, ToolBranchRebase}
 
 // guardRules is the paragraph every mutating tool's description carries.
 const guardRules = `The workspace is guarded: you must read a file (with the read tool) before you edit, overwrite, move or delete it, and the change is refused if the file changed after your read. A file you have not read can only be created, and only if it does not exist yet.`
 
 // errorCodes explains the codes a failed call's text starts with.
-const errorCodes = `On failure the result is an error whose text starts with a code: FS_NOT_OBSERVED (you have not read this file in this session, or you tried to create a file that already exists: read it first), FS_STALE_VERSION (the file changed since you read it, or was removed; the text says who changed it: read it again and redo your change), FS_NOT_FOUND (no such file), FS_EDIT_NOT_FOUND (old_string does not occur in the file), FS_AMBIGUOUS_EDIT (old_string occurs more than once: add context or set replace_all), FS_PATCH_MISMATCH (a patch hunk does not match the file), FS_SAME_TARGET (source and destination are one file), FS_NOT_TEXT / FS_NOT_REGULAR_FILE (binary file, directory or special file), FS_SANDBOX_DENIED (outside the workspace, hidden or read-only), FS_PERMISSION_DENIED, FS_TOO_LARGE, FS_INVALID_ARGUMENT (bad arguments: the text shows the expected ones), FS_IO_ERROR (the daemon or the disk failed).`
+const errorCodes = `On failure the result is an error whose text starts with a code: FS_NOT_OBSERVED (you have not read this file in this session, or you tried to create a file that already exists: read it first), FS_STALE_VERSION (the file changed since you read it, or was removed; the text says who changed it: read it again and redo your change), FS_NOT_FOUND (no such file), FS_EDIT_NOT_FOUND (old_string does not occur in the file), FS_AMBIGUOUS_EDIT (old_string occurs more than once: add context or set replace_all), FS_PATCH_MISMATCH (a patch hunk does not match the file), FS_SAME_TARGET (source and destination are one file), FS_NOT_TEXT / FS_NOT_REGULAR_FILE (binary file, directory or special file), FS_SANDBOX_DENIED (outside the workspace, hidden or read-only), FS_PERMISSION_DENIED, FS_TOO_LARGE, FS_INVALID_ARGUMENT (bad arguments: the text shows the expected ones), FS_MERGE_CONFLICT (a merge found changes that touch: the text lists the conflicted regions), FS_IO_ERROR (the daemon or the disk failed).`
 
 // ReadInput is the arguments of the read tool.
 type ReadInput struct {
@@ -141,6 +143,18 @@ type StatOutput struct {
 	Version string `json:"version,omitempty" jsonschema:"opaque version token"`
 }
 
+// BranchRebaseInput is the arguments of the branch_rebase tool.
+type BranchRebaseInput struct {
+	Name    string `json:"name" jsonschema:"the branch to rebase"`
+	Markers bool   `json:"markers,omitempty" jsonschema:"write conflicts into the branch's files as git-style conflict markers instead of refusing (default false); a commit is refused until they are gone"`
+}
+
+// BranchRebaseOutput is the structured result of the branch_rebase tool.
+type BranchRebaseOutput struct {
+	Merged  []string `json:"merged" jsonschema:"the files merged over the workspace's changes"`
+	Flagged []string `json:"flagged" jsonschema:"of those, the files left with conflict markers to resolve"`
+}
+
 func boolPtr(b bool) *bool { return &b }
 
 // readSpec … statSpec are the tool definitions shown by tools/list.
@@ -203,5 +217,11 @@ var (
 			Description: `Tell whether a path exists, and its type, size and version token. It does not read the content. ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}},
 		usage: `stat {"path": string}`,
+	}
+	branchRebaseSpec = toolSpec{
+		tool: &sdk.Tool{Name: ToolBranchRebase, Title: "Rebase a branch on the workspace",
+			Description: `Merge the workspace's changes made since a branch started each file into the branch, line by line as git merges (changes to the same or adjacent lines conflict). All clean: the branch's files take both changes and a later commit of the branch applies. Any conflict: nothing changes and the error is FS_MERGE_CONFLICT listing each conflicted region (path, base line, ours = the branch, theirs = the workspace): edit the branch's file, then rebase again; or pass markers: true to get git-style conflict markers in the files, remove them, then commit. A branch records no renames: a renamed file is a delete plus a create. ` + errorCodes,
+			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)}},
+		usage: `branch_rebase {"name": string, "markers"?: boolean}`,
 	}
 )

@@ -22,14 +22,15 @@ func TestToolsList_EveryToolHasAnInputSchemaAndGuardDocs(t *testing.T) {
 	require.NoError(t, err)
 
 	required := map[string][]string{
-		mcp.ToolRead:       {"path"},
-		mcp.ToolWrite:      {"path", "content"},
-		mcp.ToolEdit:       {"path", "old_string", "new_string"},
-		mcp.ToolApplyPatch: {"patch"},
-		mcp.ToolMove:       {"from", "to"},
-		mcp.ToolDelete:     {"path"},
-		mcp.ToolList:       {"path"},
-		mcp.ToolStat:       {"path"},
+		mcp.ToolRead:         {"path"},
+		mcp.ToolWrite:        {"path", "content"},
+		mcp.ToolEdit:         {"path", "old_string", "new_string"},
+		mcp.ToolApplyPatch:   {"patch"},
+		mcp.ToolMove:         {"from", "to"},
+		mcp.ToolDelete:       {"path"},
+		mcp.ToolList:         {"path"},
+		mcp.ToolStat:         {"path"},
+		mcp.ToolBranchRebase: {"name"},
 	}
 	var names []string
 	for _, tool := range res.Tools {

@@ -158,9 +158,15 @@ func (b *Branch) baseSide(rel string) (s side, ok bool) {
 	b.mu.RLock()
 	want, known := b.baseVersionOf(rel)
 	b.mu.RUnlock()
-	switch {
-	case !known:
+	if !known {
 		return side{}, false
+	}
+	return b.baseSideOf(rel, want)
+}
+
+// baseSideOf is baseSide for the base version want, without b.mu.
+func (b *Branch) baseSideOf(rel string, want provider.Version) (s side, ok bool) {
+	switch {
 	case strings.HasPrefix(string(want), "link:"):
 		return side{exists: true, mode: "120000", data: []byte(strings.TrimPrefix(string(want), "link:"))}, true
 	case !isContentVersion(want):

@@ -114,3 +114,47 @@ func BenchmarkCommit_200Files(b *testing.B) {
 		require.Len(b, files, 200)
 	}
 }
+
+// BenchmarkRebase_200Files20Merges: a rebase of a branch that changed 200
+// files of 40 lines (its change on line 5), 20 of which the workspace
+// changed since (on line 30): 20 three-way merges, 180 files untouched.
+func BenchmarkRebase_200Files20Merges(b *testing.B) {
+	ws := b.TempDir()
+	var base strings.Builder
+	for l := range 40 {
+		fmt.Fprintf(&base, "line %02d of a file the branch and the workspace both change\n", l)
+	}
+	e := benchEnv(b, ws)
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		for f := range 200 {
+			require.NoError(b, os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%03d.txt", f)), []byte(base.String()), 0o644))
+		}
+		name := fmt.Sprintf("r%d", i)
+		br, err := e.m.Create(name)
+		require.NoError(b, err)
+		for f := range 200 {
+			t := bt(b, br, fmt.Sprintf("f%03d.txt", f))
+			cur, err := br.ReadText(ctx, t)
+			require.NoError(b, err)
+			_, err = br.WriteText(ctx, t, strings.Replace(cur, "line 05 ", fmt.Sprintf("branch %d ", i), 1), nil)
+			require.NoError(b, err)
+		}
+		for f := range 20 {
+			p := filepath.Join(ws, fmt.Sprintf("f%03d.txt", f*10))
+			cur, err := os.ReadFile(p)
+			require.NoError(b, err)
+			require.NoError(b, os.WriteFile(p, []byte(strings.Replace(string(cur), "line 30 ", fmt.Sprintf("workspace %d ", i), 1)), 0o644))
+		}
+		i++
+		b.StartTimer()
+		res, err := e.m.Rebase(ctx, name, false)
+		require.NoError(b, err)
+		require.Len(b, res.Merged, 20)
+		b.StopTimer()
+		require.NoError(b, e.m.Discard(name))
+		b.StartTimer()
+	}
+}

@@ -98,6 +98,9 @@ func (e *ConflictError) message() string {
 	if len(e.Paths) > 10 {
 		list = strings.Join(e.Paths[:10], ", ") + fmt.Sprintf(" and %d more", len(e.Paths)-10)
 	}
+	if strings.HasPrefix(e.Label, "branch ") {
+		return fmt.Sprintf("the workspace changed %s since %s started from it; nothing was applied: rebase the branch (branch rebase, or commit with rebase) to merge the workspace's changes into it, then commit again", list, e.Label)
+	}
 	return fmt.Sprintf("the workspace changed %s since %s started from it; nothing was applied: look at the new workspace content, redo the change there (or discard), then commit again", list, e.Label)
 }
 
@@ -137,6 +140,9 @@ func (m *Manager) Commit(ctx context.Context, name string, keep bool, hooks Hook
 	defer b.mu.Unlock()
 	if err := b.usable("commit", ""); err != nil {
 		return nil, err
+	}
+	if marked := b.markedFiles(); len(marked) > 0 {
+		return nil, &MergeConflictError{Branch: name, Paths: marked, Markers: true}
 	}
 	cs := b.changeSet()
 	after := afterApply{branch: name, keep: keep, run: func() error {

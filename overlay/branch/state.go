@@ -52,6 +52,9 @@ type entry struct {
 	// under it with its version: the workspace must still hold exactly
 	// these at commit.
 	Manifest map[string]provider.Version `json:"m,omitempty"`
+	// Markers flags a file a rebase left with conflict markers: a commit
+	// is refused while it still holds them.
+	Markers bool `json:"x,omitempty"`
 }
 
 // changeLog is a branch's append-only log of entries: replayed on open

@@ -1,0 +1,31 @@
+package merge
+
+import (
+	"bytes"
+	"testing"
+)
+
+// FuzzMerge checks the laws every merge keeps: it never panics, merging
+// with an unchanged side returns the other side, and the same change on
+// both sides merges to that change.
+func FuzzMerge(f *testing.F) {
+	for _, tc := range loadCorpus(f, "testdata/generated.json")[:40] {
+		f.Add([]byte(tc.Base), []byte(tc.Ours), []byte(tc.Theirs))
+	}
+	f.Add([]byte(""), []byte("x"), []byte("\r\n"))
+	f.Fuzz(func(t *testing.T, base, ours, theirs []byte) {
+		r := Merge(base, ours, theirs, Options{})
+		if r.Clean() && bytes.Equal(ours, theirs) && !bytes.Equal(r.Text, ours) {
+			t.Fatalf("identical sides merged to %q, want %q", r.Text, ours)
+		}
+		if got := Merge(base, base, theirs, Options{}); !got.Clean() || !bytes.Equal(got.Text, theirs) {
+			t.Fatalf("unchanged ours: clean=%v %q, want %q", got.Clean(), got.Text, theirs)
+		}
+		if got := Merge(base, ours, base, Options{}); !got.Clean() || !bytes.Equal(got.Text, ours) {
+			t.Fatalf("unchanged theirs: clean=%v %q, want %q", got.Clean(), got.Text, ours)
+		}
+		if got := Merge(base, ours, ours, Options{}); !got.Clean() || !bytes.Equal(got.Text, ours) {
+			t.Fatalf("same change both sides: clean=%v %q, want %q", got.Clean(), got.Text, ours)
+		}
+	})
+}
