@@ -76,6 +76,22 @@ func (o *ownWrites) advance(s policy.SessionID, before, after *unix.Stat_t) {
 	}
 }
 
+// keepOwnMeta carries a bound session's observation of t across its own
+// metadata change (chmod, chown, utimes, an extended attribute) of an
+// object without bytes, whose metadata version may include the ctime that
+// change moved (a symbolic link's does, so a reused inode is told from the
+// old one): the session's own change never makes its own observation
+// stale, anyone else's still does. Regular files are judged by their bytes,
+// which a metadata change leaves alone.
+func (m *mountState) keepOwnMeta(a policy.Actor, t provider.Target, before, after *unix.Stat_t) {
+	if a.Session == "" || isRegularStat(before) || isRegularStat(after) {
+		return
+	}
+	if err := m.cfg.Engine.KeepMount(a, t, local.MetadataVersion(before), local.MetadataVersion(after)); err != nil {
+		m.log.Warn("keep own observation", "path", t.DisplayPath, "session", a.Session, "err", err)
+	}
+}
+
 // ioModes counts a node's open handles by kernel I/O mode. The kernel keeps
 // one I/O mode per inode: while a passthrough handle is open every other
 // open of the inode must be passthrough too (else the open fails with

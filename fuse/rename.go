@@ -11,6 +11,7 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // Rename implements fs.NodeRenamer, with RENAME_NOREPLACE and
@@ -162,8 +163,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // renamedVersion is the version to record for a file renamed by a, now the
 // entry e with stat st (its bytes did not change): the one its guard
 // hashed, else the trusted cached one, else for a bound session (whose
-// observation moves with the file) a fresh hash.
+// observation moves with the file) a fresh hash. An object without bytes
+// gets its metadata version now: the rename moved its ctime (a symbolic
+// link's token holds it), and the session's own rename must not make its
+// observation stale.
 func (m *mountState) renamedVersion(a policy.Actor, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
+	if guarded != "" && a.Session != "" && !isRegularStat(st) {
+		return local.MetadataVersion(st)
+	}
 	if guarded != "" || a.Session == "" {
 		return guarded
 	}

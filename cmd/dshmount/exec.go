@@ -140,7 +140,15 @@ Flags:
 		fmt.Fprintf(sio.err, "dshmount exec: session %s\n", id)
 	}
 	mark := newestSeq(ctx, client)
-	err = client.BindSession(ctx, id, ex.pid())
+	bound, err := client.Bind(ctx, id, ex.pid())
+	if err == nil && bound != id {
+		// This process is bound already: it stays its session.
+		fmt.Fprintf(sio.err, "dshmount exec: this process is bound to session %s; the command runs as it\n", bound)
+		if owned {
+			err = client.CloseSession(ctx, id)
+		}
+		id, owned = bound, false
+	}
 	client.Close()
 	if err != nil {
 		return reportError("exec", err, sio.err)
