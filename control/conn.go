@@ -36,14 +36,14 @@ type conn struct {
 	w   *bufio.Writer
 
 	smu      sync.Mutex
-	implicit policy.SessionID              // opened lazily
-	bound    policy.SessionID              // the peer's session when it is a bound process (boundpeer.go)
+	implicit policy.SessionID // opened lazily
+	bound    policy.SessionID // the peer's session when it is a bound process (boundpeer.go)
 	// mismatchLogged: a request of the bound peer named another session
 	// and it was logged (once per connection).
 	mismatchLogged bool
-	opens    map[policy.SessionID]struct{} // sessions opened by session.open on this connection
-	watches  map[string]func()
-	closing  bool
+	opens          map[policy.SessionID]struct{} // sessions opened by session.open on this connection
+	watches        map[string]func()
+	closing        bool
 
 	closeOnce sync.Once
 	inflight  sync.WaitGroup
