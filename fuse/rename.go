@@ -22,8 +22,9 @@ import (
 // both files, since each replaces the other); moving a file to an absent
 // name is allowed like a create. A rename changes no bytes: the session's
 // observation moves with the file to its new name, and a directory rename
-// carries the observations of everything under it. Directories need no
-// observation to be renamed.
+// carries the observations of everything under it. A directory needs no
+// observation of its own, but moving it moves every entry below out from
+// under its name: it needs the right to change each (guardTree).
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	m := n.m
 	np, ok := newParent.(*node)
@@ -106,6 +107,16 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	sameFile := dstExists && fileID(&dst.st) == fileID(&src.st)
 	if !isDir(&src.st) && !sameFile {
 		if errno := guardSrc(); errno != 0 {
+			return errno
+		}
+	}
+	if isDir(&src.st) && !sameFile {
+		if errno := m.guardTree(a, srcRel, srcE); errno != 0 {
+			return errno
+		}
+	}
+	if exchange && isDir(&dst.st) && !sameFile {
+		if errno := m.guardTree(a, dstRel, dstE); errno != 0 {
 			return errno
 		}
 	}

@@ -202,3 +202,12 @@ func (e *Engine) KeepMount(a Actor, t provider.Target, before, after provider.Ve
 	}
 	return nil
 }
+
+// CheckMountBelow is CheckMount for an entry t below a directory a's
+// session renames (the rename moves t out from under its name): the same
+// decision and audit, without the claim a change of t itself takes.
+func (e *Engine) CheckMountBelow(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
+	err := e.checkMount(a, op, t, current)
+	e.auditMountRefusal(a, op, t, err)
+	return err
+}
