@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,4 +118,26 @@ ln -s y m && chmod 0755 . && touch -h m && mv m n && rm n`)
 	fi, err := os.Lstat(filepath.Join(d.Src, "l"))
 	require.NoError(t, err)
 	assert.True(t, fi.Mode().IsRegular(), "s replaced the link")
+}
+
+// TestSideDoor_BranchExecInsideABoundTreeIsAllowed: exec --branch B inside
+// a bound tree binds to a branch session of the same owner (it cannot
+// touch the workspace before a guarded commit), not to the tree's session.
+func TestSideDoor_BranchExecInsideABoundTreeIsAllowed(t *testing.T) {
+	d := startDaemon(t, daemonOptions{Files: map[string]string{"a.txt": "a0\n"}})
+	bm := filepath.Join(t.TempDir(), "feat")
+	require.NoError(t, os.Mkdir(bm, 0o755))
+	t.Cleanup(func() {
+		if mounted(bm) {
+			_ = syscall.Unmount(bm, syscall.MNT_DETACH)
+		}
+	})
+	_, errOut, code := d.dsh("branch", "create", "feat", "--mount", bm)
+	require.Equal(t, 0, code, errOut)
+	_, stderr, code := boundShell(t, d, dshBinary+` exec --branch feat -- sh -c 'cat a.txt >/dev/null && echo a1 > a.txt'`)
+	require.Equal(t, 0, code, "the branch exec inside a bound tree: %s", stderr)
+	b, err := os.ReadFile(filepath.Join(bm, "a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "a1\n", string(b), "the write landed in the branch")
+	assertBacking(t, d, "a.txt", "a0\n")
 }
