@@ -77,6 +77,9 @@ runs in a cgroup of its own that every process it starts stays in (through setsi
 forks and its parent's exit); dshmount exec stays alive as the subreaper of CMD's
 processes and returns CMD's exit status once all of them have exited. Closing the
 session leaves them bound to a closed session: every guarded operation is then refused.
+A bound process is its session everywhere: exec run inside a bound tree runs CMD as that
+session (--session and a new session do not switch it; --branch does), and the dshmount
+verbs it runs cannot pass --unconditional.
 
 Flags:
 `)
