@@ -282,7 +282,21 @@ func (c *Client) CloseSession(ctx context.Context, id policy.SessionID) error {
 // BindSession makes pid and its descendants act for the session on the
 // mount.
 func (c *Client) BindSession(ctx context.Context, id policy.SessionID, pid int) error {
-	return c.Call(ctx, MethodSessionBind, SessionBindParams{Session: id, PID: pid}, nil)
+	_, err := c.Bind(ctx, id, pid)
+	return err
+}
+
+// Bind calls session.bind and returns the session pid was bound to: id,
+// or the caller's own session when the caller is a bound process.
+func (c *Client) Bind(ctx context.Context, id policy.SessionID, pid int) (policy.SessionID, error) {
+	res, err := callTyped[SessionBindResult](ctx, c, MethodSessionBind, SessionBindParams{Session: id, PID: pid})
+	if err != nil {
+		return "", err
+	}
+	if res.Session == "" {
+		return id, nil // an older daemon answers {}
+	}
+	return res.Session, nil
 }
 
 // Stat calls fs.stat.

@@ -36,10 +36,14 @@ type conn struct {
 	w   *bufio.Writer
 
 	smu      sync.Mutex
-	implicit policy.SessionID              // opened lazily
-	opens    map[policy.SessionID]struct{} // sessions opened by session.open on this connection
-	watches  map[string]func()
-	closing  bool
+	implicit policy.SessionID // opened lazily
+	bound    policy.SessionID // the peer's session when it is a bound process (boundpeer.go)
+	// mismatchLogged: a request of the bound peer named another session
+	// and it was logged (once per connection).
+	mismatchLogged bool
+	opens          map[policy.SessionID]struct{} // sessions opened by session.open on this connection
+	watches        map[string]func()
+	closing        bool
 
 	closeOnce sync.Once
 	inflight  sync.WaitGroup
@@ -92,7 +96,12 @@ func (c *conn) serve(serverCtx context.Context) {
 	}
 	c.actor.UID = cred.Uid
 	c.actor.PID = cred.Pid
-	log.Debug("connection opened", "uid", cred.Uid, "pid", cred.Pid)
+	if c.bound, err = c.s.peerSession(c.nc, cred.Pid); err != nil {
+		log.Warn("refused peer", "err", err)
+		c.writeError(nil, &ErrorObject{Code: CodePeerRefused, Message: err.Error()})
+		return
+	}
+	log.Debug("connection opened", "uid", cred.Uid, "pid", cred.Pid, "session", c.bound)
 
 	cfg := c.s.cfg
 	lr := newLineReader(c.nc, cfg.MaxRequestBytes)
@@ -298,9 +307,14 @@ func (c *conn) implicitSession() (policy.SessionID, error) {
 }
 
 // actorFor returns the actor of a request naming session (empty: the
-// connection's implicit session).
+// connection's implicit session). A bound peer's requests run as its own
+// session, whatever they name.
 func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
 	a := c.peer()
+	if bound := c.boundTo(); bound != "" {
+		a.Session, a.Bound = c.asBound(session), true
+		return a, nil
+	}
 	if session == "" {
 		id, err := c.implicitSession()
 		if err != nil {
@@ -320,7 +334,7 @@ func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
 // session: the peer, with the session it asked for.
 func (c *conn) refusalActor(session policy.SessionID) policy.Actor {
 	a := c.peer()
-	a.Session = session
+	a.Session = c.asBound(session)
 	return a
 }
 

@@ -41,6 +41,18 @@ func (b *fakeBinder) Bind(session policy.SessionID, pid int) error {
 	return nil
 }
 
+// SessionOf answers the session of the last Bind of pid.
+func (b *fakeBinder) SessionOf(pid int) (policy.SessionID, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.calls) - 1; i >= 0; i-- {
+		if b.calls[i].pid == pid {
+			return b.calls[i].session, true
+		}
+	}
+	return "", false
+}
+
 func (b *fakeBinder) recorded() []bindCall {
 	b.mu.Lock()
 	defer b.mu.Unlock()

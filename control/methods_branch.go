@@ -75,6 +75,7 @@ func (s *Server) fsys(ctx context.Context) provider.FileSystem {
 // inBranch returns ctx scoped to the named branch, or to the session's
 // default branch when name is empty (the workspace when it has none).
 func (s *Server) inBranch(ctx context.Context, c *conn, session policy.SessionID, name string) (context.Context, error) {
+	session = c.asBound(session)
 	if name == "" {
 		if session == "" {
 			c.smu.Lock()

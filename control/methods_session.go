@@ -91,19 +91,27 @@ func (s *Server) sessionBind(_ context.Context, c *conn, params json.RawMessage)
 	if p.PID <= 0 {
 		return nil, invalidParams("session.bind needs a positive pid, not %d", p.PID)
 	}
-	if _, err := c.ownedSession(p.Session); err != nil {
+	if _, err := c.ownedSession(p.Session); err != nil && c.boundTo() == "" {
 		return nil, err
 	}
 	if s.cfg.Binder == nil {
 		return nil, &callError{obj: ErrorObject{Code: CodeUnavailable,
 			Message: "this daemon serves no mount, so processes cannot be bound; use the socket methods instead"}}
 	}
-	if err := s.bindOwned(c.actor.UID, p.Session, p.PID); err != nil {
-		return nil, fmt.Errorf("bind pid %d to session %s: %w", p.PID, p.Session, err)
+	// A bound peer binds to its own session (or a branch session of its
+	// owner), whatever it names.
+	target := s.bindTarget(c, p.Session)
+	if err := s.bindOwned(c.actor.UID, target, p.PID); err != nil {
+		return nil, fmt.Errorf("bind pid %d to session %s: %w", p.PID, target, err)
 	}
-	s.store.Touch(p.Session)
-	s.log.Info("process bound", "session", p.Session, "pid", p.PID)
-	return Empty{}, nil
+	if int32(p.PID) == c.actor.PID {
+		c.smu.Lock()
+		c.bound = target // the peer bound itself: it is its session from now on
+		c.smu.Unlock()
+	}
+	s.store.Touch(target)
+	s.log.Info("process bound", "session", target, "pid", p.PID)
+	return SessionBindResult{Session: target}, nil
 }
 
 // status reports the daemon's state and counters.

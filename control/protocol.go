@@ -145,6 +145,12 @@ type SessionBindParams struct {
 	PID     int              `json:"pid"`
 }
 
+// SessionBindResult is the result of session.bind: the session the process
+// was bound to (a bound caller binds to its own session, whatever it named).
+type SessionBindResult struct {
+	Session policy.SessionID `json:"session"`
+}
+
 // StatParams are the params of fs.stat.
 type StatParams struct {
 	Path    string           `json:"path"`

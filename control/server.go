@@ -24,6 +24,8 @@ import (
 // mount (policy/procbind implements it).
 type ProcessBinder interface {
 	Bind(session policy.SessionID, pid int) error
+	// SessionOf answers which session pid acts for (false: unbound).
+	SessionOf(pid int) (policy.SessionID, bool)
 }
 
 // Config configures a Server. SocketPath and Engine are required.

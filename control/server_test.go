@@ -130,7 +130,7 @@ func TestSession_ImplicitSessionClosedWithConnection(t *testing.T) {
 	require.Eventually(t, func() bool { return len(env.store.Sessions()) == before }, 10*time.Second, 5*time.Millisecond)
 }
 
-func TestStat_ReportsAndObserves(t *testing.T) {
+func TestStat_ReportsWithoutObserving(t *testing.T) {
 	env := newTestEnv(t)
 	env.file(t, "dir/a.txt", "hello\n")
 	c := env.client(t)
@@ -155,8 +155,11 @@ func TestStat_ReportsAndObserves(t *testing.T) {
 	assert.False(t, missing.Exists)
 	assert.Equal(t, "nope.txt", missing.DisplayPath)
 
-	// The stat observed the file: an edit is guarded by that version.
+	// The stat observed nothing: a token-less edit is refused, one guarded
+	// by the stat's version passes.
 	_, err = c.Edit(ctx, EditParams{Path: "dir/a.txt", OldString: "hello", NewString: "bye"})
+	assert.Equal(t, provider.CodeNotObserved, provider.CodeOf(err), "%v", err)
+	_, err = c.Edit(ctx, EditParams{Path: "dir/a.txt", OldString: "hello", NewString: "bye", Expected: &VersionExpected{Version: st.Version}})
 	require.NoError(t, err)
 }
 

@@ -31,8 +31,12 @@
 //	                   changes since its last guarded point are its own)
 //	CREATE (absent)    allowed, unless the session saw the file present
 //	                   (someone removed what it read: ESTALE)
-//	chmod, chown,      allowed, recorded, grant nothing
-//	utimes, xattrs
+//	RENAME of a        the same decision for every entry below it
+//	directory          (renamedir.go: guardTree)
+//	OPEN for writing   EBUSY while a person holds the file open with
+//	                   passthrough (its writes would bypass the daemon)
+//	chmod, chown,      allowed, recorded, grant nothing; the session's own
+//	utimes, xattrs     change of a thing without bytes keeps its observation
 //	every mutation     calls Engine.RecordMount (last writer, audit entry
 //	                   with the pid, and a bound session's new observation)
 //
@@ -50,7 +54,8 @@
 // writes the backing file itself and WRITE never reaches the daemon. So no
 // guard can live only in Write: the decision is taken at OPEN (and SETATTR,
 // RENAME, UNLINK), a bound writer's handle is direct I/O so its writes do
-// reach Write (ioModes in guard.go), and the record of a change is made
+// reach Write (ioModes in guard.go; refused while another handle is
+// passthrough), and the record of a change is made
 // when the handle is flushed (close), fsynced or released. A handle knows it changed the file from a
 // dirty flag (Write without passthrough) or because the backing stat moved;
 // a passthrough handle opened for writing that never recorded anything

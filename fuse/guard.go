@@ -76,15 +76,33 @@ func (o *ownWrites) advance(s policy.SessionID, before, after *unix.Stat_t) {
 	}
 }
 
+// keepOwnMeta carries a bound session's observation of t across its own
+// metadata change (chmod, chown, utimes, an extended attribute) of an
+// object without bytes, whose metadata version may include the ctime that
+// change moved (a symbolic link's does, so a reused inode is told from the
+// old one): the session's own change never makes its own observation
+// stale, anyone else's still does. Regular files are judged by their bytes,
+// which a metadata change leaves alone.
+func (m *mountState) keepOwnMeta(a policy.Actor, t provider.Target, before, after *unix.Stat_t) {
+	if a.Session == "" || isRegularStat(before) || isRegularStat(after) {
+		return
+	}
+	if err := m.cfg.Engine.KeepMount(a, t, local.MetadataVersion(before), local.MetadataVersion(after)); err != nil {
+		m.log.Warn("keep own observation", "path", t.DisplayPath, "session", a.Session, "err", err)
+	}
+}
+
 // ioModes counts a node's open handles by kernel I/O mode. The kernel keeps
 // one I/O mode per inode: while a passthrough handle is open every other
 // open of the inode must be passthrough too (else the open fails with
-// EIO), and a passthrough open fails while a cached handle is open. The
-// rule (choose):
+// EIO), and a passthrough open fails while a cached handle is open. A
+// passthrough write bypasses the daemon, so a bound writer's handle is
+// never passthrough. The rule (choose):
 //
-//   - a passthrough handle is open: the new handle is passthrough too,
-//     a bound writer's included (its writes then bypass the daemon and
-//     are judged when it is flushed, see recordWrites);
+//   - a passthrough handle is open (a person's, unbound): a bound writer's
+//     open is refused (EBUSY, audited; see refusePassthrough) until it is
+//     closed, since its writes could not be guarded; anyone else's new
+//     handle is passthrough too;
 //   - a cached or direct-I/O handle is open, or the caller is bound: the
 //     new handle is not passthrough; a bound writer's is direct I/O, so
 //     every write reaches guardHandle;
@@ -96,12 +114,16 @@ type ioModes struct {
 	other int // open cached or direct-I/O handles
 }
 
-// choose decides the mode of a new handle and counts it.
-func (io *ioModes) choose(allowPT, bound, writable bool) (pt, direct bool) {
+// choose decides the mode of a new handle and counts it; ok is false (and
+// nothing is counted) for a bound writer while a passthrough handle is
+// open.
+func (io *ioModes) choose(allowPT, bound, writable bool) (pt, direct, ok bool) {
 	io.mu.Lock()
 	defer io.mu.Unlock()
 	switch {
 	case !allowPT:
+	case io.pt > 0 && bound && writable:
+		return false, false, false
 	case io.pt > 0:
 		pt = true
 	case io.other > 0 || bound:
@@ -113,7 +135,40 @@ func (io *ioModes) choose(allowPT, bound, writable bool) (pt, direct bool) {
 	} else {
 		io.other++
 	}
-	return pt, !pt && bound && writable
+	return pt, !pt && bound && writable, true
+}
+
+// refusePassthrough refuses (EBUSY) and audits a bound writer's open of a
+// file another process holds open with kernel passthrough: its writes would
+// bypass the daemon, so the guard could not see a person's change in
+// between (a lost update).
+func (m *mountState) refusePassthrough(a policy.Actor, t provider.Target) syscall.Errno {
+	err := provider.NewError(provider.CodePermissionDenied, "open", t.DisplayPath, nil,
+		"another process holds the file open with kernel passthrough, whose writes the guard cannot see; a bound process may open it for writing once that descriptor is closed")
+	m.cfg.Engine.AuditRefusal(withMountChannel(a), policy.OpWrite, t, err)
+	m.log.Info("mount open refused", "path", t.DisplayPath, "session", a.Session, "pid", a.PID,
+		"errno", syscall.EBUSY.Error(), "reason", provider.MessageOf(err))
+	return syscall.EBUSY
+}
+
+// withMountChannel labels a's audit entries as the mount's.
+func withMountChannel(a policy.Actor) policy.Actor {
+	if a.Channel == "" {
+		a.Channel = policy.ChannelMount
+	}
+	return a
+}
+
+// busyFor reports whether a bound writer's open must be refused now (a
+// passthrough handle is open); the open checks it before it touches the
+// backing file (O_TRUNC), and choose checks again as it counts.
+func (io *ioModes) busyFor(a policy.Actor) bool {
+	if a.Session == "" {
+		return false
+	}
+	io.mu.Lock()
+	defer io.mu.Unlock()
+	return io.pt > 0
 }
 
 // release uncounts a handle.

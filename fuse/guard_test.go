@@ -145,9 +145,8 @@ func TestGuard_ObservedAbsentIsENOENT(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	a := e.session()
 	target := e.lfs.TargetForRel("later.txt")
-	info, err := e.engine.Stat(context.Background(), a, target)
-	require.NoError(t, err)
-	require.Nil(t, info, "the session sees the file absent")
+	_, _, err := e.engine.Read(context.Background(), a, target)
+	require.Equal(t, provider.CodeNotFound, provider.CodeOf(err), "the session reads the file absent: %v", err)
 
 	e.put("later.txt", "someone else's")
 	err = os.WriteFile(e.m("later.txt"), []byte("mine"), 0o644)

@@ -95,9 +95,13 @@ func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, 
 
 // newHandle builds the handle of a just-opened file, its I/O mode chosen
 // by the node's ioModes. Release must uncount it.
-func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) *handle {
+func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) (*handle, syscall.Errno) {
 	inPlace := n.m.be.inPlace(rel)
-	pt, direct := n.io.choose(n.m.cfg.Passthrough && inPlace, a.Session != "", writable)
+	pt, direct, ok := n.io.choose(n.m.cfg.Passthrough && inPlace, a.Session != "", writable)
+	if !ok {
+		_ = f.Close()
+		return nil, n.m.refusePassthrough(a, n.m.target(rel))
+	}
 	h := &handle{
 		file: f, lf: fs.NewLoopbackFileFromOS(f), node: n, rel: rel, actor: a,
 		writable: writable, pt: pt, direct: direct, last: *st, follow: !inPlace && !writable,
@@ -107,7 +111,7 @@ func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, 
 		// not report them as external meanwhile.
 		h.unhold = n.m.cfg.Engine.HoldOwn(n.m.target(rel))
 	}
-	return h
+	return h, 0
 }
 
 // Open implements fs.NodeOpener: the read / write decision point. A bound
@@ -155,6 +159,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}); errno != 0 {
 			return nil, 0, errno
 		}
+		if n.io.busyFor(a) {
+			return nil, 0, m.refusePassthrough(a, t)
+		}
 	}
 	f, err := m.openBacking(rel, int(flags), 0)
 	if err != nil {
@@ -177,11 +184,18 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			}
 			m.observe(a, t, policy.Present(ver))
 		}
-		return m.wrap(n.newHandle(f, rel, a, false, &bs.st)), 0, 0
+		h, errno := n.newHandle(f, rel, a, false, &bs.st)
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		return m.wrap(h), 0, 0
 	}
 	// The record of the handle starts from the file as it was before the
 	// open, so a truncating open counts as a change.
-	h := n.newHandle(f, rel, a, true, &before.st)
+	h, errno := n.newHandle(f, rel, a, true, &before.st)
+	if errno != 0 {
+		return nil, 0, errno
+	}
 	h.lastVer = beforeVer
 	n.own.note(a.Session, &bs.st)
 	return m.wrap(h), h.openFlags(), 0

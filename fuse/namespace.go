@@ -96,7 +96,10 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	fillAttr(&out.Attr, &bs.st)
 	child := n.newChild(ctx, &bs)
 	cn := nodeOf(child, n)
-	h := cn.newHandle(f, rel, a, writable, &bs.st)
+	h, errno := cn.newHandle(f, rel, a, writable, &bs.st)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
 	h.lastVer = after
 	h.recorded = true // the create is recorded; later writes change the stat
 	if writable {
@@ -142,10 +145,14 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 		}
 	}
 	if isWrite(flags) {
-		if errno := m.guardChange(a, "open", n.childNode(path.Base(rel)), t, &existing.st, func() (provider.Version, error) {
+		cn := n.childNode(path.Base(rel))
+		if errno := m.guardChange(a, "open", cn, t, &existing.st, func() (provider.Version, error) {
 			return m.versionOfRel(rel, &existing.st)
 		}); errno != 0 {
 			return nil, nil, 0, errno
+		}
+		if cn != nil && cn.io.busyFor(a) {
+			return nil, nil, 0, m.refusePassthrough(a, t)
 		}
 	}
 	f, err := m.openBacking(rel, int(flags&^(syscall.O_CREAT|syscall.O_EXCL)), 0)
@@ -160,7 +167,10 @@ func (n *node) createExisting(ctx context.Context, a policy.Actor, t provider.Ta
 	fillAttr(&out.Attr, &bs.st)
 	child := n.newChild(ctx, &bs)
 	cn := nodeOf(child, n)
-	h := cn.newHandle(f, rel, a, isWrite(flags), &existing.st)
+	h, errno := cn.newHandle(f, rel, a, isWrite(flags), &existing.st)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
 	if !h.writable && a.Session != "" {
 		ver, err := m.cachedVersionOfFd(int(f.Fd()), &bs.st)
 		if err != nil {

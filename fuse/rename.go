@@ -11,6 +11,7 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // Rename implements fs.NodeRenamer, with RENAME_NOREPLACE and
@@ -21,8 +22,9 @@ import (
 // both files, since each replaces the other); moving a file to an absent
 // name is allowed like a create. A rename changes no bytes: the session's
 // observation moves with the file to its new name, and a directory rename
-// carries the observations of everything under it. Directories need no
-// observation to be renamed.
+// carries the observations of everything under it. A directory needs no
+// observation of its own, but moving it moves every entry below out from
+// under its name: it needs the right to change each (guardTree).
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	m := n.m
 	np, ok := newParent.(*node)
@@ -108,6 +110,16 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		}
 	}
+	if isDir(&src.st) && !sameFile {
+		if errno := m.guardTree(a, srcRel, srcE); errno != 0 {
+			return errno
+		}
+	}
+	if exchange && isDir(&dst.st) && !sameFile {
+		if errno := m.guardTree(a, dstRel, dstE); errno != 0 {
+			return errno
+		}
+	}
 	switch {
 	case dstExists && !isDir(&dst.st) && !sameFile:
 		if errno := guardDst(); errno != 0 {
@@ -162,8 +174,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // renamedVersion is the version to record for a file renamed by a, now the
 // entry e with stat st (its bytes did not change): the one its guard
 // hashed, else the trusted cached one, else for a bound session (whose
-// observation moves with the file) a fresh hash.
+// observation moves with the file) a fresh hash. An object without bytes
+// gets its metadata version now: the rename moved its ctime (a symbolic
+// link's token holds it), and the session's own rename must not make its
+// observation stale.
 func (m *mountState) renamedVersion(a policy.Actor, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
+	if guarded != "" && a.Session != "" && !isRegularStat(st) {
+		return local.MetadataVersion(st)
+	}
 	if guarded != "" || a.Session == "" {
 		return guarded
 	}

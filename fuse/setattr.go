@@ -106,6 +106,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		}
 	} else {
 		n.own.advance(a.Session, &before.st, &after.st)
+		m.keepOwnMeta(a, m.target(rel), &before.st, &after.st)
 		afterVer = m.knownVersion(a, &after.st)
 	}
 	m.record(ctx, a, op, m.target(rel), beforeVer, afterVer, nil)

@@ -178,6 +178,7 @@ func (n *node) changeXattr(ctx context.Context, change func(path string) error) 
 	// version stays what it was (reported when the cache knows it).
 	ver := m.knownVersion(a, &before.st)
 	n.own.advance(a.Session, &before.st, &after.st)
+	m.keepOwnMeta(a, m.target(rel), &before.st, &after.st)
 	m.record(ctx, a, policy.OpSetattr, m.target(rel), ver, ver, nil)
 	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -204,8 +205,9 @@ func TestGuardCases_PythonAvailable(t *testing.T) {
 
 // TestGuardCases_PersonAndBoundWriterHoldTheSameFile: the kernel keeps one
 // I/O mode per inode, so a person's descriptor and a bound writer's
-// descriptor of one file must both open (never EIO), in either order, with
-// passthrough on and off; the guard then judges the bound writer's changes.
+// descriptor of one file never get EIO, in either order, with passthrough on
+// and off: a bound writer beside a person's passthrough descriptor gets
+// EBUSY; the guard then judges the bound writer's changes.
 func TestGuardCases_PersonAndBoundWriterHoldTheSameFile(t *testing.T) {
 	for _, args := range [][]string{nil, {"--passthrough=false"}} {
 		t.Run(fmt.Sprintf("args=%v", args), func(t *testing.T) {
@@ -227,12 +229,26 @@ func TestGuardCases_PersonAndBoundWriterHoldTheSameFile(t *testing.T) {
 			assertBacking(t, d, "bound-first", "PERSON6789")
 
 			// The person opens first (passthrough where the mount allows it),
-			// then the bound writer: its descriptor joins the person's mode.
+			// then the bound writer: beside a passthrough descriptor its
+			// writes could not be guarded, so its open is refused (EBUSY)
+			// until the person's is closed; without passthrough it opens.
 			person, err = os.OpenFile(d.m("person-first"), os.O_RDWR, 0)
 			require.NoError(t, err)
-			defer person.Close()
 			require.Equal(t, syscall.Errno(0), g.do("read", "person-first"))
-			require.Equal(t, syscall.Errno(0), g.do("open", "person-first"), "a bound open beside a person's")
+			if args == nil {
+				assert.Equal(t, syscall.EBUSY, g.do("open", "person-first"), "a bound open beside a person's passthrough descriptor")
+				require.NoError(t, person.Close())
+				// The kernel releases the descriptor after close returns.
+				require.Eventually(t, func() bool { return g.do("open", "person-first") == 0 }, 10*time.Second, 20*time.Millisecond,
+					"the bound open once the person's descriptor is closed")
+			} else {
+				require.Equal(t, syscall.Errno(0), g.do("open", "person-first"), "a bound open beside a person's")
+			}
+			if args == nil {
+				person, err = os.OpenFile(d.m("person-first"), os.O_RDWR, 0)
+				require.NoError(t, err, "a person's open beside a bound writer's")
+			}
+			defer person.Close()
 			require.Equal(t, syscall.Errno(0), g.do("pwrite", "person-first"))
 			assert.Equal(t, syscall.Errno(0), g.do("close", "person-first"))
 			assertBacking(t, d, "person-first", "BOUND56789")

@@ -38,6 +38,9 @@ type Actor struct {
 	PID     int32     // caller's pid when known (mount), else 0
 	UID     uint32    // caller's uid
 	Channel Channel
+	// Bound: the caller is a process bound to Session (dshmount exec),
+	// whatever channel it asks on; it may not skip the guard. Not stored.
+	Bound bool `json:"-"`
 }
 
 // ObservationKind is present or absent. "Unseen" is the absence of an

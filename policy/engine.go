@@ -206,8 +206,19 @@ func (e *Engine) DeleteIntent(ctx context.Context, a Actor, t provider.Target) (
 	return e.decideDelete(ctx, a, t, Guard{})
 }
 
+// boundUnconditional refuses an unconditional change asked by a process
+// bound to a session: on every channel a bound process is its session,
+// which is guarded. Unbound callers may skip the guard (they can write
+// through the mount anyway); their unconditional changes are audited.
+func boundUnconditional(a Actor, t provider.Target, op string) error {
+	return provider.NewError(provider.CodePermissionDenied, op, t.DisplayPath, nil,
+		"a process bound to session %s cannot skip the guard; read the file, or pass the version you read", a.Session)
+}
+
 func (e *Engine) decideWrite(ctx context.Context, a Actor, t provider.Target, g Guard) (*provider.WriteIntent, error) {
 	switch {
+	case g.Unconditional && a.Bound:
+		return nil, boundUnconditional(a, t, "write")
 	case g.Unconditional:
 		return nil, nil
 	case g.Write != nil:
@@ -224,6 +235,8 @@ func (e *Engine) decideWrite(ctx context.Context, a Actor, t provider.Target, g 
 
 func (e *Engine) decideEdit(ctx context.Context, a Actor, t provider.Target, g Guard, op string) (*provider.VersionGuard, error) {
 	switch {
+	case g.Unconditional && a.Bound:
+		return nil, boundUnconditional(a, t, op)
 	case g.Unconditional:
 		return nil, nil
 	case g.Version != nil:
@@ -266,25 +279,16 @@ func withOp(err error, op string) error {
 	return &c
 }
 
-// Stat returns t's metadata and records what a's session now knows of it:
-// present at the stat's version, or absent.
+// Stat returns t's metadata. It records nothing: an observation comes
+// from bytes (a read, or the session's own change), never from metadata, so
+// a stat does not let a token-less change replace bytes nobody read. The
+// version it reports stays a valid explicit guard (the caller asserts what
+// it replaces).
 func (e *Engine) Stat(ctx context.Context, a Actor, t provider.Target) (*provider.Info, error) {
-	a, err := e.beginRead(a)
-	if err != nil {
+	if _, err := e.beginRead(a); err != nil {
 		return nil, err
 	}
-	info, err := e.fs.Stat(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	obs := Absent()
-	if info != nil {
-		obs = Present(info.Version)
-	}
-	if _, err := e.observe(a, t, obs); err != nil {
-		return info, err
-	}
-	return info, nil
+	return e.fs.Stat(ctx, t)
 }
 
 // Read reads t's text and records present at the version of the bytes it

@@ -181,3 +181,33 @@ func (e *Engine) CarryMount(a Actor, from, to provider.Target) error {
 	}
 	return e.store.CarryObservations(a.Session, from.Key, to.Key)
 }
+
+// KeepMount carries a's observation of t across a's own metadata change
+// (chmod, chown, utimes, an extended attribute) of an object without bytes
+// (a symbolic link, a FIFO, a device, a directory), whose metadata version
+// moved from before to after: a session that had seen t at before now sees
+// it at after. Any other observation (unseen, absent, another version: the
+// object changed before this change) stays as it was, so everyone else's
+// changes still make it stale.
+func (e *Engine) KeepMount(a Actor, t provider.Target, before, after provider.Version) error {
+	if a.Session == "" || before == after || after == "" {
+		return nil
+	}
+	obs, ok := e.store.Observation(a.Session, t.Key)
+	if !ok || obs.Kind != ObservedPresent || obs.Version != before {
+		return nil
+	}
+	if err := e.store.Record(a.Session, t.Key, Present(after)); err != nil {
+		return fmt.Errorf("keep the observation of %s across its own change: %w", t.DisplayPath, err)
+	}
+	return nil
+}
+
+// CheckMountBelow is CheckMount for an entry t below a directory a's
+// session renames (the rename moves t out from under its name): the same
+// decision and audit, without the claim a change of t itself takes.
+func (e *Engine) CheckMountBelow(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
+	err := e.checkMount(a, op, t, current)
+	e.auditMountRefusal(a, op, t, err)
+	return err
+}

@@ -35,6 +35,18 @@ func (b *recordingBinder) Bind(s policy.SessionID, pid int) error {
 	return nil
 }
 
+// SessionOf answers the session pid was bound to.
+func (b *recordingBinder) SessionOf(pid int) (policy.SessionID, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s, p := range b.binds {
+		if p == pid {
+			return s, true
+		}
+	}
+	return "", false
+}
+
 // cliEnv is a daemon's control socket over a temp workspace.
 type cliEnv struct {
 	root, sock string

@@ -77,6 +77,9 @@ runs in a cgroup of its own that every process it starts stays in (through setsi
 forks and its parent's exit); dshmount exec stays alive as the subreaper of CMD's
 processes and returns CMD's exit status once all of them have exited. Closing the
 session leaves them bound to a closed session: every guarded operation is then refused.
+A bound process is its session everywhere: exec run inside a bound tree runs CMD as that
+session (--session and a new session do not switch it; --branch does), and the dshmount
+verbs it runs cannot pass --unconditional.
 
 Flags:
 `)
@@ -140,7 +143,15 @@ Flags:
 		fmt.Fprintf(sio.err, "dshmount exec: session %s\n", id)
 	}
 	mark := newestSeq(ctx, client)
-	err = client.BindSession(ctx, id, ex.pid())
+	bound, err := client.Bind(ctx, id, ex.pid())
+	if err == nil && bound != id {
+		// This process is bound already: it stays its session.
+		fmt.Fprintf(sio.err, "dshmount exec: this process is bound to session %s; the command runs as it\n", bound)
+		if owned {
+			err = client.CloseSession(ctx, id)
+		}
+		id, owned = bound, false
+	}
 	client.Close()
 	if err != nil {
 		return reportError("exec", err, sio.err)

@@ -273,6 +273,9 @@ func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 	return err
 }
 
+// SessionOf implements control.ProcessBinder.
+func (b bindNotifier) SessionOf(pid int) (policy.SessionID, bool) { return b.reg.SessionOf(pid) }
+
 // bindingSweepEvery is how often the daemon drops the bindings whose
 // processes have all exited (and removes their empty cgroups).
 const bindingSweepEvery = 30 * time.Second
