@@ -33,7 +33,7 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 			return nil, err
 		}
 	}
-	sess, err := s.store.OpenOwnedSession(p.Name, c.actor.UID)
+	sess, err := s.store.OpenSessionWith(policy.SessionSpec{Name: p.Name, Owner: c.actor.UID, Strict: p.Strict})
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
@@ -44,7 +44,7 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 	}
 	c.opened(sess.ID)
 	s.names.opened(sess.ID, p.Name)
-	s.log.Info("session opened", "session", sess.ID, "name", p.Name, "owner", sess.Owner)
+	s.log.Info("session opened", "session", sess.ID, "name", p.Name, "owner", sess.Owner, "strict", sess.Strict)
 	return SessionOpenResult{Session: sess.ID}, nil
 }
 

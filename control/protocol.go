@@ -124,6 +124,10 @@ type SessionOpenParams struct {
 	Name    string         `json:"name,omitempty"`
 	Channel policy.Channel `json:"channel,omitempty"`
 	Branch  string         `json:"branch,omitempty"` // the session acts in this branch by default
+	// Strict: processes bound to the session read before every write on
+	// the mount too (else they may change files nobody else changed since
+	// the session opened; policy.Session.Strict).
+	Strict bool `json:"strict,omitempty"`
 }
 
 // SessionOpenResult is the result of session.open.

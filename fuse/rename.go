@@ -136,14 +136,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		m.log.Warn("stat renamed file", "path", dstRel, "err", err)
 		return 0
 	}
-	movedAfter := m.renamedVersion(a, srcBefore, movedE, &moved.st)
+	movedAfter := m.renamedVersion(a, dstT, srcBefore, movedE, &moved.st)
 	if exchange {
 		other, err := statAt(srcE.dir, srcE.name, false)
 		if err != nil {
 			m.log.Warn("stat exchanged file", "path", srcRel, "err", err)
 			return 0
 		}
-		otherAfter := m.renamedVersion(a, dstBefore, srcE, &other.st)
+		otherAfter := m.renamedVersion(a, srcT, dstBefore, srcE, &other.st)
 		m.carryDir(a, &moved.st, srcT, dstT)
 		m.record(ctx, a, policy.OpRename, srcT, srcBefore, movedAfter, &dstT)
 		m.record(ctx, a, policy.OpRename, dstT, dstBefore, otherAfter, &srcT)
@@ -162,9 +162,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // renamedVersion is the version to record for a file renamed by a, now the
 // entry e with stat st (its bytes did not change): the one its guard
 // hashed, else the trusted cached one, else for a bound session (whose
-// observation moves with the file) a fresh hash.
-func (m *mountState) renamedVersion(a policy.Actor, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
-	if guarded != "" || a.Session == "" {
+// observation moves with the file) a fresh hash; nothing new outside the
+// guard (t, the name it has now).
+func (m *mountState) renamedVersion(a policy.Actor, t provider.Target, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
+	if guarded != "" || a.Session == "" || m.cfg.Engine.OutsideGuard(a, t) {
 		return guarded
 	}
 	if ver, ok := m.vers.Cached(st); ok {
