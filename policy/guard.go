@@ -54,11 +54,11 @@ type ruleKind int
 
 // Rule kinds.
 const (
-	ruleAllow      ruleKind = iota // no condition
-	ruleAbsent                     // create only: the file must be absent
-	ruleAt                         // the file must be at rule.version
-	ruleUnchanged                  // nobody else changed it since the session opened
-	ruleRefuse                     // rule.err
+	ruleAllow     ruleKind = iota // no condition
+	ruleAbsent                    // create only: the file must be absent
+	ruleAt                        // the file must be at rule.version
+	ruleUnchanged                 // nobody else changed it since the session opened
+	ruleRefuse                    // rule.err
 )
 
 // rule is a cell of the guard table.

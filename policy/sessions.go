@@ -30,8 +30,8 @@ type sessionState struct {
 	name      string
 	owner     uint32 // uid that opened it
 	opened    time.Time
-	startSeq  uint64 // the newest change seq when it opened (see Session.StartSeq)
-	strict    bool   // read before every write (see Session.Strict)
+	startSeq  uint64       // the newest change seq when it opened (see Session.StartSeq)
+	strict    bool         // read before every write (see Session.Strict)
 	lastUsed  atomic.Int64 // unix nanoseconds
 	persisted atomic.Int64 // lastUsed as last written
 	// On a shared engine: the record as last read or written, the
