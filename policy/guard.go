@@ -36,7 +36,7 @@ import (
 // session's own recorded change explains it (a change while the daemon was
 // down, a watcher overflow, --watch=false leave no record). A file with
 // more than one name has no baseline: a change under another name is not
-// recorded under this one.
+// recorded under this one (removing or renaming one of its names is fine).
 
 // request is a column of the guard table.
 type request int
@@ -73,8 +73,8 @@ type rule struct {
 type Zones struct {
 	// GuardGit puts repositories' git directories under the guard (serve
 	// --guard-git). Without it, changes inside a git directory are outside
-	// the guard, except its hooks/, config and info/ and files with more
-	// than one name.
+	// the guard, except its hooks/, config and info/ and changes of the
+	// bytes of files with more than one name.
 	GuardGit bool
 	// Unguarded reports whether a workspace-relative path is outside the
 	// guard (serve --unguarded); nil: none is.
@@ -90,6 +90,13 @@ type FileNow struct {
 	Links   uint64    // its number of names
 }
 
+// linked reports whether a change op of f would reach bytes other names
+// show too: a change of the bytes of a file with more than one name
+// (removing or renaming one name leaves the others' bytes alone).
+func (f *FileNow) linked(op string) bool {
+	return f != nil && f.Links > 1 && op != string(OpUnlink) && op != string(OpRename)
+}
+
 // guardTable decides with the store's observations and the Zones.
 type guardTable struct {
 	store *Store
@@ -100,7 +107,7 @@ type guardTable struct {
 // (the zero Session when a has none); f is the file on the mount (nil
 // elsewhere). A store failure is a refusal with FS_IO_ERROR.
 func (g guardTable) rule(a Actor, sess Session, req request, op string, t provider.Target, f *FileNow) rule {
-	if a.Channel == ChannelMount && a.Session != "" && g.outside(t.DisplayPath, f) {
+	if a.Channel == ChannelMount && a.Session != "" && g.outside(t.DisplayPath, f.linked(op)) {
 		return rule{kind: ruleAllow}
 	}
 	obs, seen, err := g.store.observation(a.Session, t.Key)
@@ -136,12 +143,13 @@ func (g guardTable) rule(a Actor, sess Session, req request, op string, t provid
 }
 
 // outside reports whether rel is outside the guard for a bound process
-// on the mount (see Zones).
-func (g guardTable) outside(rel string, f *FileNow) bool {
+// on the mount (see Zones); linked: the change reaches bytes other names
+// show too (FileNow.linked).
+func (g guardTable) outside(rel string, linked bool) bool {
 	if g.zones.Unguarded != nil && g.zones.Unguarded(rel) {
 		return true
 	}
-	if g.zones.GuardGit || (f != nil && f.Links > 1) {
+	if g.zones.GuardGit || linked {
 		return false
 	}
 	return inGitDir(rel)
@@ -174,7 +182,7 @@ func inGitDir(rel string) bool {
 // unchangedSince refuses a's blind change of t (an existing file its
 // session sess never read) when someone else changed t after sess opened.
 func (g guardTable) unchangedSince(a Actor, sess Session, op string, t provider.Target, f *FileNow) error {
-	if f.Links > 1 {
+	if f.linked(op) {
 		return provider.NewError(provider.CodeNotObserved, op, t.DisplayPath, nil,
 			"this file has %d names and you have not read it in this session; read it first", f.Links)
 	}

@@ -31,6 +31,7 @@ func TestGuard_MountBaselineRule(t *testing.T) {
 		strict   bool
 		channel  Channel
 		zones    Zones
+		op       MutationOp // OpWrite when empty
 		wantCode provider.Code
 		wantMsg  string
 	}{
@@ -57,6 +58,8 @@ func TestGuard_MountBaselineRule(t *testing.T) {
 		{name: "submodule hooks follow the worktree rule", path: ".git/modules/sub/hooks/x", after: &person, ctime: old,
 			wantCode: provider.CodeNotObserved},
 		{name: "git dir, hard link: guarded", path: ".git/x", ctime: old, links: 2, wantCode: provider.CodeNotObserved},
+		{name: "git dir, hard link: removing a name is outside", path: ".git/objects/ab/tmp_obj", op: OpUnlink, ctime: later, links: 2},
+		{name: "removing one of two names", path: "f.txt", op: OpUnlink, ctime: old, links: 2},
 		{name: "git dir with --guard-git", path: ".git/index", after: &person, ctime: old, zones: Zones{GuardGit: true},
 			wantCode: provider.CodeNotObserved},
 		{name: "a .git file is the worktree's", path: "wt/.git", after: &person, ctime: old, wantCode: provider.CodeNotObserved},
@@ -84,8 +87,12 @@ func TestGuard_MountBaselineRule(t *testing.T) {
 			if links == 0 {
 				links = 1
 			}
+			op := tc.op
+			if op == "" {
+				op = OpWrite
+			}
 			hashed := false
-			err = e.CheckMountFile(a, OpWrite, f, FileNow{Ctime: tc.ctime, Links: links,
+			err = e.CheckMountFile(a, op, f, FileNow{Ctime: tc.ctime, Links: links,
 				Version: func() (provider.Version, error) { hashed = true; return "v1", nil }})
 			assert.False(t, hashed, "an unseen file's rule needs no hash")
 			if tc.wantCode == "" {

@@ -121,7 +121,7 @@ func (e *Engine) decideMount(a Actor, mop MutationOp, req request, t provider.Ta
 // outside the guard (Zones): the mount then neither hashes nor records
 // observations for it.
 func (e *Engine) OutsideGuard(a Actor, t provider.Target) bool {
-	return a.Session != "" && e.guardTable().outside(t.DisplayPath, nil)
+	return a.Session != "" && e.guardTable().outside(t.DisplayPath, false)
 }
 
 // ObserveMount records what a bound process saw (open for read → present at
