@@ -69,11 +69,11 @@ func TestTools_RealToolsBoundToOneSession(t *testing.T) {
 	d := startDaemon(t, daemonOptions{Files: map[string]string{
 		"a.txt": "alpha\n", "F": "f before\n", "G": "g before\n",
 		"existing.txt": "old\n", "build.log": "line 1\n",
-		"go.mod": "module example.com/x\n\ngo 1.21\n",
-		"main.go": "package main\n\nfunc main() {  println(\"hi\") }\n",
+		"go.mod":   "module example.com/x\n\ngo 1.21\n",
+		"main.go":  "package main\n\nfunc main() {  println(\"hi\") }\n",
 		"Makefile": "out.txt: in.txt\n\tcat in.txt > out.txt\n\techo built >> out.txt\n",
-		"in.txt": "input\n", "out.txt": "stale output\n",
-		"mod.py": "X = 1\n",
+		"in.txt":   "input\n", "out.txt": "stale output\n",
+		"mod.py":     "X = 1\n",
 		".gitignore": "ignored/\n", "ignored/P": "p before\n", "ignored/Q": "q before\n",
 	}})
 	ctx := testCtx(t)
