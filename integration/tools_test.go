@@ -226,6 +226,12 @@ func TestTools_UnguardedGlob(t *testing.T) {
 	assert.Equal(t, policy.OpUnlink, res.Entries[0].Op, "the change is recorded")
 }
 
+// openStrict opens a strict session on d: processes bound to it read
+// before every write (the tests that pin read-before-write on the mount).
+func openStrict(ctx context.Context, d *daemon, name string) (policy.SessionID, error) {
+	return d.Client.OpenSessionWith(ctx, control.SessionOpenParams{Name: name, Strict: true})
+}
+
 // lastSeq is the seq of the newest audit entry.
 func (d *daemon) lastSeq(t *testing.T) uint64 {
 	res, err := d.Client.Log(testCtx(t), control.LogParams{Limit: 1})
