@@ -53,9 +53,11 @@ func refusalsOf(t *testing.T, d *daemon, session policy.SessionID, since uint64)
 	return res.Entries
 }
 
-// TestTools_RealToolsBoundToOneSession runs real tools on the mount, bound
-// to one session opened before they run (the README's agent flow), with
-// no refusal at any step; then the negatives: a person's change after the
+// TestTools_RealToolsBoundToOneSession runs real tools on the mount, in a
+// person's repository, bound to one session opened before they run (the
+// README's agent flow), with no refusal at any step (before the rule, git
+// commit failed on .git/COMMIT_EDITMSG, a redirect into an existing file
+// with EACCES); then the negatives: a person's change after the
 // session opened is never overwritten blindly, on the mount or in the
 // workspace directory while the daemon was down; a one-off exec still
 // reads before it writes; a hard link does not take a file out of the
@@ -77,9 +79,18 @@ func TestTools_RealToolsBoundToOneSession(t *testing.T) {
 		".gitignore": "ignored/\n", "ignored/P": "p before\n", "ignored/Q": "q before\n",
 	}})
 	ctx := testCtx(t)
-	// out.txt must be older than in.txt for make to rebuild it.
+	// A person's repository, committed before the agent's session opens
+	// (files an hour old: git's index then vouches for them without
+	// reading them again); out.txt older than in.txt for make.
 	old := time.Now().Add(-time.Hour)
-	require.NoError(t, os.Chtimes(filepath.Join(d.Src, "out.txt"), old, old))
+	require.NoError(t, filepath.WalkDir(d.Src, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, old, old)
+	}))
+	require.NoError(t, os.Chtimes(filepath.Join(d.Src, "out.txt"), old.Add(-time.Minute), old.Add(-time.Minute)))
+	d.sh(`git init -q -b main . && git add -A && git -c user.name=p -c user.email=p@example.com commit -q -m person`)
 	sess, err := d.Client.OpenSession(ctx, "agent")
 	require.NoError(t, err)
 	env := toolsEnv(t)
@@ -87,8 +98,8 @@ func TestTools_RealToolsBoundToOneSession(t *testing.T) {
 	start := d.lastSeq(t)
 
 	steps := []struct{ name, script string }{
-		{"git init, add, commit twice", `git init -q -b main . && git add -A && git commit -q -m first &&
-			echo more >> a.txt && git add a.txt && git commit -q -m second && test "$(git rev-list --count HEAD)" = 2`},
+		{"git init, add, commit twice", `git init -q . && echo new > new.txt && git add -A && git commit -q -m first &&
+			echo more >> a.txt && git add a.txt && git commit -q -m second && test "$(git rev-list --count HEAD)" = 3`},
 		{"commit --amend", `git commit -q --amend -m "second, amended"`},
 		{"checkout -b, switch", `git checkout -q -b feature && echo feat > feat.txt && git add feat.txt && git commit -q -m feat &&
 			git switch -q main`},
