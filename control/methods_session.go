@@ -124,7 +124,8 @@ func (s *Server) status(_ context.Context, c *conn, params json.RawMessage) (any
 		if !s.mayUse(c.actor.UID, sess) {
 			continue // another uid's session: not listed
 		}
-		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Owner: sess.Owner, Opened: sess.Opened, LastUsed: sess.LastUsed})
+		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Owner: sess.Owner, Opened: sess.Opened, LastUsed: sess.LastUsed,
+			Strict: sess.Strict})
 	}
 	for name, mc := range s.counters {
 		res.Counters[name] = MethodCounters{Requests: mc.requests.Load(), Errors: mc.errors.Load()}

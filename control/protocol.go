@@ -458,6 +458,7 @@ type SessionInfo struct {
 	Owner    uint32           `json:"owner"` // uid that opened it
 	Opened   time.Time        `json:"opened"`
 	LastUsed time.Time        `json:"lastUsed"`
+	Strict   bool             `json:"strict,omitempty"` // its bound processes read before every write
 }
 
 // MethodCounters counts the requests and errors of one method.
