@@ -158,3 +158,27 @@ func TestGuard_InGitDir(t *testing.T) {
 		assert.Equal(t, want, inGitDir(rel), rel)
 	}
 }
+
+// TestGuard_SessionStartAndStrictSurviveARestart: a restarted daemon
+// judges a session's blind writes from the same start (a lost start would
+// let changes made before the restart through) and keeps it strict.
+func TestGuard_SessionStartAndStrictSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, quietOptions())
+	e := NewEngine(s, newFakeFS())
+	require.NoError(t, e.RecordMount(context.Background(), Actor{Channel: ChannelMount}, OpWrite, provider.Target{Key: "k", DisplayPath: "f"}, "", "v", nil))
+	sess, err := s.OpenSessionWith(SessionSpec{Name: "agent", Strict: true})
+	require.NoError(t, err)
+	require.NotZero(t, sess.StartSeq)
+	require.NoError(t, s.Close())
+
+	s2 := openStore(t, dir, quietOptions())
+	got, ok := s2.Session(sess.ID)
+	require.True(t, ok)
+	assert.Equal(t, sess.StartSeq, got.StartSeq)
+	assert.True(t, got.Strict)
+	rec, ok := s2.LastWrite("k")
+	require.True(t, ok)
+	assert.LessOrEqual(t, rec.Seq, got.StartSeq, "the change before the session is recorded before its start")
+	assert.NotZero(t, rec.Seq)
+}
