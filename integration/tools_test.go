@@ -152,7 +152,7 @@ func TestTools_RealToolsBoundToOneSession(t *testing.T) {
 	out, code = execIn(t, d, env, as, `echo x > ignored/P`)
 	assert.NotEqual(t, 0, code, "the bound write over a person's change: %s", out)
 	assertBacking(t, d, "ignored/P", "person's P\n")
-	assert.Contains(t, out, "FS_NOT_OBSERVED, changed after this session opened (a write through the mount by an unbound process")
+	assert.Contains(t, out, "FS_NOT_OBSERVED, changed after this session opened (write through the mount by an unbound process")
 	out, code = execIn(t, d, env, as, `set -e; git commit -q -a -m "person's F" && git show HEAD:F | grep -q person`)
 	require.Equal(t, 0, code, "git commit -a after a person's change: %s", out)
 

@@ -230,17 +230,5 @@ func describeWriter(rec WriteRecord) string {
 	if rec.Actor.PID != 0 {
 		who += fmt.Sprintf(" (pid %d)", rec.Actor.PID)
 	}
-	return fmt.Sprintf("(%s %s, at %s)", article(string(rec.Op)), who, rec.Time.Format("15:04:05.000"))
-}
-
-// article prefixes a noun with "a" or "an".
-func article(noun string) string {
-	if noun == "" {
-		return "a change"
-	}
-	switch noun[0] {
-	case 'a', 'e', 'i', 'o', 'u':
-		return "an " + noun
-	}
-	return "a " + noun
+	return fmt.Sprintf("(%s %s, at %s)", rec.Op, who, rec.Time.Format("15:04:05.000"))
 }

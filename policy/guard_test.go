@@ -38,7 +38,7 @@ func TestGuard_MountBaselineRule(t *testing.T) {
 		{name: "nobody changed it", path: "f.txt", ctime: old},
 		{name: "changed before the session opened", path: "f.txt", before: &person, ctime: old},
 		{name: "a person changed it after", path: "f.txt", after: &person, ctime: old,
-			wantCode: provider.CodeNotObserved, wantMsg: "a write through the mount by an unbound process (pid 44"},
+			wantCode: provider.CodeNotObserved, wantMsg: "(write through the mount by an unbound process (pid 44"},
 		{name: "changed outside the daemon after (ctime, no record)", path: "f.txt", ctime: later,
 			wantCode: provider.CodeNotObserved, wantMsg: "not through the daemon"},
 		{name: "changed outside the daemon after an old record", path: "f.txt", before: &person, ctime: later,
