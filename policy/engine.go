@@ -128,6 +128,13 @@ func (e *Engine) SetZones(z Zones) {
 	e.zones = z
 }
 
+// Zones returns the paths outside the guard (SetZones).
+func (e *Engine) Zones() Zones {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.zones
+}
+
 // guardTable is the guard table over the store and the zones.
 func (e *Engine) guardTable() guardTable {
 	e.mu.RLock()
