@@ -111,6 +111,9 @@ func (m *mountState) checkChange(a policy.Actor, op string, t provider.Target, f
 	if err == nil {
 		return 0
 	}
+	if provider.CodeOf(err) == "" {
+		return errnoOf(err) // the file could not be hashed (gone, unreadable): no decision
+	}
 	errno := errnoOfGuard(err)
 	m.log.Info("mount write refused", "op", op, "path", t.DisplayPath, "session", a.Session,
 		"pid", a.PID, "code", provider.CodeOf(err), "errno", errno.Error(), "reason", provider.MessageOf(err))

@@ -108,7 +108,7 @@ func (e *Engine) decideMount(a Actor, mop MutationOp, req request, t provider.Ta
 		}
 		cur, err := f.Version()
 		if err != nil {
-			return ruleRefuse, fmt.Errorf("%s %s: hash the file: %w", op, t.DisplayPath, err)
+			return ruleRefuse, err // the caller's own error (the mount maps it to its errno)
 		}
 		if cur != r.version {
 			return ruleRefuse, staleVersion(op, t.DisplayPath)
