@@ -117,6 +117,7 @@ func (s *Server) branchEngine(name string) (*policy.Engine, error) {
 		return nil, fmt.Errorf("branch %s: %w", name, err)
 	}
 	e := policy.NewEngine(s.store, v)
+	e.SetZones(s.engine.Zones()) // a branch's mount has the workspace's unguarded paths
 	s.br.engines[b] = e
 	return e, nil
 }

@@ -33,7 +33,7 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 			return nil, err
 		}
 	}
-	sess, err := s.store.OpenOwnedSession(p.Name, c.actor.UID)
+	sess, err := s.store.OpenSessionWith(policy.SessionSpec{Name: p.Name, Owner: c.actor.UID, Strict: p.Strict})
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
@@ -44,7 +44,7 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 	}
 	c.opened(sess.ID)
 	s.names.opened(sess.ID, p.Name)
-	s.log.Info("session opened", "session", sess.ID, "name", p.Name, "owner", sess.Owner)
+	s.log.Info("session opened", "session", sess.ID, "name", p.Name, "owner", sess.Owner, "strict", sess.Strict)
 	return SessionOpenResult{Session: sess.ID}, nil
 }
 
@@ -132,7 +132,8 @@ func (s *Server) status(_ context.Context, c *conn, params json.RawMessage) (any
 		if !s.mayUse(c.actor.UID, sess) {
 			continue // another uid's session: not listed
 		}
-		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Owner: sess.Owner, Opened: sess.Opened, LastUsed: sess.LastUsed})
+		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Owner: sess.Owner, Opened: sess.Opened, LastUsed: sess.LastUsed,
+			Strict: sess.Strict})
 	}
 	for name, mc := range s.counters {
 		res.Counters[name] = MethodCounters{Requests: mc.requests.Load(), Errors: mc.errors.Load()}

@@ -127,6 +127,10 @@ type SessionOpenParams struct {
 	Name    string         `json:"name,omitempty"`
 	Channel policy.Channel `json:"channel,omitempty"`
 	Branch  string         `json:"branch,omitempty"` // the session acts in this branch by default
+	// Strict: processes bound to the session read before every write on
+	// the mount too (else they may change files nobody else changed since
+	// the session opened; policy.Session.Strict).
+	Strict bool `json:"strict,omitempty"`
 }
 
 // SessionOpenResult is the result of session.open.
@@ -464,6 +468,7 @@ type SessionInfo struct {
 	Owner    uint32           `json:"owner"` // uid that opened it
 	Opened   time.Time        `json:"opened"`
 	LastUsed time.Time        `json:"lastUsed"`
+	Strict   bool             `json:"strict,omitempty"` // its bound processes read before every write
 }
 
 // MethodCounters counts the requests and errors of one method.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -195,11 +196,8 @@ func (m *mountState) guardChange(a policy.Actor, op string, n *node, t provider.
 	if n != nil && n.own.ownedBy(a.Session, st) {
 		return 0
 	}
-	cur, err := version()
-	if err != nil {
-		return errnoOf(err)
-	}
-	return m.checkChange(a, op, t, &cur)
+	return m.checkChange(a, op, t, policy.FileNow{Version: version,
+		Ctime: time.Unix(st.Ctim.Unix()), Links: uint64(st.Nlink)})
 }
 
 // guardHandle is guardChange for a change through the bound descriptor h:
@@ -318,8 +316,8 @@ func (m *mountState) versionOfRel(rel string, st *unix.Stat_t) (provider.Version
 // a version: hashing every file a person's build writes would cost a
 // second read of it, and no guard depends on it (guards hash the bytes
 // themselves).
-func (m *mountState) recordVersion(a policy.Actor, fd int) provider.Version {
-	if a.Session == "" {
+func (m *mountState) recordVersion(a policy.Actor, t provider.Target, fd int) provider.Version {
+	if a.Session == "" || m.cfg.Engine.OutsideGuard(a, t) {
 		return ""
 	}
 	ver, err := m.versionOfFd(fd)

@@ -241,8 +241,8 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 		// credited.
 		actor.Session = ""
 	}
-	after := m.recordVersion(actor, h.fd())
 	rel := h.path(&bs.st)
+	after := m.recordVersion(actor, m.target(rel), h.fd())
 	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
 	m.be.changed(rel)
 	h.last, h.lastVer, h.recorded = bs.st, after, true

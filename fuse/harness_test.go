@@ -157,10 +157,18 @@ func (e *env) version(rel string) provider.Version {
 	return info.Version
 }
 
-// session opens a session and binds this test process to it.
+// session opens a strict session (read before every write) and binds
+// this test process to it.
 func (e *env) session() policy.Actor {
 	e.t.Helper()
-	s, err := e.store.OpenSession("fuse-test")
+	return e.bindSession(policy.SessionSpec{Name: "fuse-test", Strict: true})
+}
+
+// bindSession opens a session as spec says and binds this test process
+// to it.
+func (e *env) bindSession(spec policy.SessionSpec) policy.Actor {
+	e.t.Helper()
+	s, err := e.store.OpenSessionWith(spec)
 	require.NoError(e.t, err)
 	e.bind.set(s.ID)
 	e.srv.ForgetCallers() // as the daemon does on a bind: threads answered unbound before ask again

@@ -97,18 +97,22 @@ func errnoOfGuard(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// checkChange asks the policy whether a may change the existing target t
-// whose version is current (nil: absent now). Unbound actors always pass.
-func (m *mountState) checkChange(a policy.Actor, op string, t provider.Target, current *provider.Version) syscall.Errno {
+// checkChange asks the policy whether a may change the existing file t
+// (f: its stat, and its version hashed if the decision needs it). Unbound
+// actors always pass.
+func (m *mountState) checkChange(a policy.Actor, op string, t provider.Target, f policy.FileNow) syscall.Errno {
 	if a.Session == "" {
 		return 0
 	}
 	if a.PID > 0 {
 		a.PID = m.caller(uint32(a.PID)).pid // the process, not its thread
 	}
-	err := m.cfg.Engine.CheckMount(a, policy.MutationOp(op), t, current)
+	err := m.cfg.Engine.CheckMountFile(a, policy.MutationOp(op), t, f)
 	if err == nil {
 		return 0
+	}
+	if provider.CodeOf(err) == "" {
+		return errnoOf(err) // the file could not be hashed (gone, unreadable): no decision
 	}
 	errno := errnoOfGuard(err)
 	m.log.Info("mount write refused", "op", op, "path", t.DisplayPath, "session", a.Session,
@@ -134,9 +138,9 @@ func (m *mountState) checkCreate(a policy.Actor, op string, t provider.Target) s
 	return errno
 }
 
-// observe records what a bound actor saw.
+// observe records what a bound actor saw (nothing outside the guard).
 func (m *mountState) observe(a policy.Actor, t provider.Target, obs policy.Observation) {
-	if a.Session == "" {
+	if a.Session == "" || m.cfg.Engine.OutsideGuard(a, t) {
 		return
 	}
 	if err := m.cfg.Engine.ObserveMount(a, t, obs); err != nil {

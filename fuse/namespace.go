@@ -90,7 +90,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		_ = f.Close()
 		return nil, nil, 0, errnoOf(err)
 	}
-	after := m.recordVersion(a, fd)
+	after := m.recordVersion(a, t, fd)
 	m.record(ctx, a, policy.OpCreate, t, "", after, nil)
 
 	fillAttr(&out.Attr, &bs.st)

@@ -92,22 +92,25 @@ func (w *treeWalk) entry(dirfd int, dirRel, name string) syscall.Errno {
 		}
 		return w.dir(fd, rel)
 	}
-	cur, ok := w.m.vers.Cached(&bs.st)
-	if !ok {
-		w.hashed++
-		if cur, err = w.m.versionOfEntry(entry{dir: dirfd, name: name}, &bs.st); err != nil {
-			return errnoOf(err)
+	version := func() (provider.Version, error) {
+		if cur, ok := w.m.vers.Cached(&bs.st); ok {
+			return cur, nil
 		}
+		w.hashed++
+		return w.m.versionOfEntry(entry{dir: dirfd, name: name}, &bs.st)
 	}
-	return w.m.checkBelow(w.a, w.m.target(rel), &cur)
+	return w.m.checkBelow(w.a, w.m.target(rel), policy.FileNow{Version: version,
+		Ctime: time.Unix(bs.st.Ctim.Unix()), Links: uint64(bs.st.Nlink)})
 }
 
-// checkBelow is checkChange for an entry below a directory being renamed.
-func (m *mountState) checkBelow(a policy.Actor, t provider.Target, current *provider.Version) syscall.Errno {
+// checkBelow is checkChange for an entry below a directory being renamed:
+// its version is read (from the digest cache, else hashed) only when the
+// decision needs it.
+func (m *mountState) checkBelow(a policy.Actor, t provider.Target, f policy.FileNow) syscall.Errno {
 	if a.PID > 0 {
 		a.PID = m.caller(uint32(a.PID)).pid
 	}
-	err := m.cfg.Engine.CheckMountBelow(a, policy.OpRename, t, current)
+	err := m.cfg.Engine.CheckMountBelow(a, policy.OpRename, t, f)
 	if err == nil {
 		return 0
 	}

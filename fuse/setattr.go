@@ -100,8 +100,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		m.be.changed(rel)
 		n.own.note(a.Session, &after.st)
 		if h != nil {
-			afterVer = m.recordVersion(a, h.fd())
-		} else if a.Session != "" {
+			afterVer = m.recordVersion(a, m.target(rel), h.fd())
+		} else if a.Session != "" && !m.cfg.Engine.OutsideGuard(a, m.target(rel)) {
 			afterVer, _ = m.versionOfRel(rel, &after.st)
 		}
 	} else {

@@ -42,7 +42,7 @@ func forEachBindingMode(t *testing.T, test func(t *testing.T, args []string)) {
 // openBindingSession opens a session for a bound process of d.
 func openBindingSession(t *testing.T, d *daemon) policy.SessionID {
 	t.Helper()
-	sess, err := d.Client.OpenSession(testCtx(t), "binding")
+	sess, err := openStrict(testCtx(t), d, "binding")
 	require.NoError(t, err)
 	return sess
 }

@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// boundShell runs script with sh in the mount, bound to a new session of d.
+// boundShell runs script with sh in the mount, bound to a new strict
+// session of d (read before every write: the tests that use it pin that).
 func boundShell(t *testing.T, d *daemon, script string) (string, string, int) {
 	t.Helper()
-	sess, err := d.Client.OpenSession(testCtx(t), "bound-shell")
+	sess, err := openStrict(testCtx(t), d, "bound-shell")
 	require.NoError(t, err)
 	env := "export HOME=" + t.TempDir() + " GIT_CONFIG_NOSYSTEM=1 LC_ALL=C; "
 	return d.dsh("exec", "--socket", d.Socket, "--session", string(sess), "--", "sh", "-c", env+script)

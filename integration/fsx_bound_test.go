@@ -129,7 +129,7 @@ func TestFSX_BoundToASessionIsNeverRefused(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			d := startDaemon(t, daemonOptions{Args: mode.args})
-			sess, err := d.Client.OpenSession(testCtx(t), "bound-fsx")
+			sess, err := openStrict(testCtx(t), d, "bound-fsx")
 			require.NoError(t, err)
 			cfg := fsxHelperConfig{Dir: d.m("fsx"), Backing: filepath.Join(d.Src, "fsx"), Seed: seed, Ops: total / len(modes)}
 			got, stderr := boundFSX(t, d, string(sess), cfg)

@@ -221,7 +221,7 @@ func (b *lockedBuffer) String() string {
 // session, its working directory the mount.
 func startGuardOps(t *testing.T, d *daemon) *guardOps {
 	t.Helper()
-	sess, err := d.Client.OpenSession(testCtx(t), "guard-ops")
+	sess, err := openStrict(testCtx(t), d, "guard-ops")
 	require.NoError(t, err)
 	g := &guardOps{t: t, Session: string(sess)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

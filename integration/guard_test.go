@@ -63,7 +63,7 @@ func TestGuard_MountWriteMakesAgentTokenStale(t *testing.T) {
 func TestGuard_BoundProcessMustReadBeforeWriting(t *testing.T) {
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"f.txt": "original\n"}})
 	ctx := testCtx(t)
-	sess, err := d.Client.OpenSession(ctx, "bound")
+	sess, err := openStrict(ctx, d, "bound")
 	require.NoError(t, err)
 	exec := func(script string) (string, string, int) {
 		return d.dsh("exec", "--socket", d.Socket, "--session", string(sess), "--", "sh", "-c", script)
@@ -87,7 +87,7 @@ func TestGuard_BoundProcessMustReadBeforeWriting(t *testing.T) {
 func TestGuard_BoundProcessStaleWriteGetsESTALE(t *testing.T) {
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"f.txt": "v1\n"}})
 	ctx := testCtx(t)
-	sess, err := d.Client.OpenSession(ctx, "bound")
+	sess, err := openStrict(ctx, d, "bound")
 	require.NoError(t, err)
 	_, _, code := d.dsh("exec", "--socket", d.Socket, "--session", string(sess), "--", "cat", "f.txt")
 	require.Equal(t, 0, code)

@@ -233,7 +233,7 @@ func TestHelperPosixBound(t *testing.T) {
 // is empty) and returns the outcomes by "persona/case".
 func boundPosixOutcomes(t *testing.T, d *daemon, root string, only []string) map[string]outcome {
 	t.Helper()
-	sess, err := d.Client.OpenSession(testCtx(t), "bound-posix")
+	sess, err := openStrict(testCtx(t), d, "bound-posix")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -222,7 +222,7 @@ type mountWriterProc struct {
 // mount-writer helper under `dshmount exec --session`.
 func startMountWriter(t *testing.T, d *daemon, ctx context.Context, id int) *mountWriterProc {
 	t.Helper()
-	sess, err := d.Client.OpenSession(ctx, fmt.Sprintf("mount-writer-%d", id))
+	sess, err := openStrict(ctx, d, fmt.Sprintf("mount-writer-%d", id))
 	require.NoError(t, err)
 	w := &mountWriterProc{id: id, session: sess}
 	w.cmd = exec.Command(dshBinary, "exec", "--socket", d.Socket, "--session", string(sess), "--",

@@ -23,7 +23,7 @@ import (
 func TestRefusals_MountRefusalIsInTheAuditLog(t *testing.T) {
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"unseen.txt": "original\n", "stale.txt": "v1\n"}})
 	ctx := testCtx(t)
-	sess, err := d.Client.OpenSession(ctx, "bound")
+	sess, err := openStrict(ctx, d, "bound")
 	require.NoError(t, err)
 	exec := func(script string) (pid int32, stderr string, code int) {
 		out, stderr, code := d.dsh("exec", "--socket", d.Socket, "--session", string(sess), "--", "sh", "-c", "echo $$; "+script)

@@ -142,22 +142,56 @@ type ruleSet struct {
 
 // compileRules validates every pattern of r.
 func compileRules(r Rules) (ruleSet, error) {
-	var rs ruleSet
-	for _, p := range r.Hide {
+	hide, err := compileGlobs("hide", r.Hide)
+	if err != nil {
+		return ruleSet{}, err
+	}
+	readOnly, err := compileGlobs("read-only", r.ReadOnly)
+	if err != nil {
+		return ruleSet{}, err
+	}
+	return ruleSet{hide: hide, readOnly: readOnly}, nil
+}
+
+// compileGlobs compiles the patterns of the flag --name.
+func compileGlobs(name string, patterns []string) ([]glob, error) {
+	var out []glob
+	for _, p := range patterns {
 		g, err := compileGlob(p)
 		if err != nil {
-			return ruleSet{}, fmt.Errorf("--hide: %w", err)
+			return nil, fmt.Errorf("--%s: %w", name, err)
 		}
-		rs.hide = append(rs.hide, g)
+		out = append(out, g)
 	}
-	for _, p := range r.ReadOnly {
-		g, err := compileGlob(p)
-		if err != nil {
-			return ruleSet{}, fmt.Errorf("--read-only: %w", err)
+	return out, nil
+}
+
+// Matcher matches workspace-relative paths against globs written as in
+// Rules (serve --unguarded): a path matches when it, or a directory above
+// it, matches one of them.
+type Matcher struct{ globs []glob }
+
+// NewMatcher compiles the patterns of the flag --name (named in errors).
+func NewMatcher(name string, patterns []string) (*Matcher, error) {
+	globs, err := compileGlobs(name, patterns)
+	if err != nil {
+		return nil, err
+	}
+	return &Matcher{globs: globs}, nil
+}
+
+// Match reports whether rel matches. The root never does.
+func (m *Matcher) Match(rel string) bool {
+	segs := splitRel(rel)
+	if len(segs) == 0 {
+		return false
+	}
+	for _, g := range m.globs {
+		if g.matchesPrefix(segs) {
+			return true
 		}
-		rs.readOnly = append(rs.readOnly, g)
 	}
-	return rs, nil
+	return false
 }
 
 // classify returns the access of rel and the pattern that decided it ("" for

@@ -74,6 +74,13 @@ type Session struct {
 	Owner    uint32 // uid that opened it; only it, root and the daemon's uid may act on it
 	Opened   time.Time
 	LastUsed time.Time
+	// StartSeq is the seq of the newest recorded change when the session
+	// opened: a change recorded with a higher seq happened after it.
+	StartSeq uint64
+	// Strict sessions read before every write on every channel; others
+	// may, through the mount, change files they never read that nobody
+	// else changed since they opened (see the guard table, guard.go).
+	Strict bool
 }
 
 // MutationOp names a mutation in version metadata and the audit log.

@@ -19,6 +19,9 @@ type WriteRecord struct {
 	Time    time.Time
 	Version provider.Version // version after the write ("" after a delete)
 	Path    string           // display path
+	// Seq is the seq of the change's audit entry (0 in records written
+	// before it was kept): compared with Session.StartSeq.
+	Seq uint64 `json:",omitempty"`
 }
 
 // AuditEntry is one mutation, or one refused attempt at one, in the
@@ -136,8 +139,22 @@ func (s *Store) LastWrite(key provider.Key) (WriteRecord, bool) {
 // AppendAudit appends e to the audit log, assigning Seq (always) and Time
 // (when zero).
 func (s *Store) AppendAudit(e AuditEntry) error {
+	_, err := s.appendAudit(e)
+	return err
+}
+
+// changeSeq is the seq of the newest change this store knows of.
+func (s *Store) changeSeq() uint64 {
+	if s.shared {
+		return s.sharedSeq.Load()
+	}
+	return s.LastSeq()
+}
+
+// appendAudit is AppendAudit, returning the entry's seq.
+func (s *Store) appendAudit(e AuditEntry) (uint64, error) {
 	if s.closed.Load() {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	if e.Time.IsZero() {
 		e.Time = s.opts.Now()
@@ -150,10 +167,11 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 		stored.Daemon = s.owner
 		s.seqMu.Lock()
 		defer s.seqMu.Unlock()
-		if _, err := s.appendShared(stored); err != nil {
-			return fmt.Errorf("append audit entry for %s: %w", e.Path, err)
+		seq, err := s.appendShared(stored)
+		if err != nil {
+			return 0, fmt.Errorf("append audit entry for %s: %w", e.Path, err)
 		}
-		return nil
+		return seq, nil
 	}
 	// The seq is assigned and the entry published under the feed's lock,
 	// so subscribers see entries in seq order.
@@ -163,11 +181,11 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 	stored.Seq = e.Seq
 	val, err := marshalAuditEntry(stored)
 	if err != nil {
-		return fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
+		return 0, fmt.Errorf("encode audit entry for %s: %w", e.Path, err)
 	}
 	s.buf.put(auditKey(e.Seq), val, false)
 	s.feed.publish(e)
-	return nil
+	return e.Seq, nil
 }
 
 // Audit returns the entries q selects, newest first, at most q.Limit

@@ -73,15 +73,17 @@ func (e *Engine) recordLocal(m mutation, result provider.Target, after provider.
 			e.logRecordErr(s.Record(m.actor.Session, m.target.Key, Absent()), "record observation", m.target)
 		}
 	}
+	// The audit entry first: the last writer records carry its seq.
+	seq, err := s.appendAudit(entry)
+	e.logRecordErr(err, "append audit entry", m.target)
 	e.logRecordErr(s.SetLastWrite(result.Key, WriteRecord{
-		Actor: m.actor, Op: m.op, Time: now, Version: after, Path: result.DisplayPath,
+		Actor: m.actor, Op: m.op, Time: now, Version: after, Path: result.DisplayPath, Seq: seq,
 	}), "record last writer", result)
 	if m.to != nil && m.sourceDeleted {
 		e.logRecordErr(s.SetLastWrite(m.target.Key, WriteRecord{
-			Actor: m.actor, Op: m.op, Time: now, Path: m.target.DisplayPath,
+			Actor: m.actor, Op: m.op, Time: now, Path: m.target.DisplayPath, Seq: seq,
 		}), "record last writer", m.target)
 	}
-	e.logRecordErr(s.AppendAudit(entry), "append audit entry", m.target)
 }
 
 func (e *Engine) logRecordErr(err error, what string, t provider.Target) {

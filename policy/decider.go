@@ -18,7 +18,8 @@ type Decider interface {
 	DeleteIntent(ctx context.Context, a Actor, t provider.Target) (*provider.VersionGuard, error)
 }
 
-// ObservationDecider is the observation policy ("read before you write"):
+// ObservationDecider is the observation policy ("read before you write")
+// of the socket and MCP: the socket columns of the guard table (guard.go).
 //
 //	write:               unseen, absent → CreateIfAbsent; present(v) → ReplaceIfVersion(v)
 //	edit, patch, delete: unseen → FS_NOT_OBSERVED; absent → FS_NOT_FOUND; present(v) → {v}
@@ -28,23 +29,25 @@ type Decider interface {
 // as having seen nothing (seed 004's "agent without session" rung): it may
 // only create absent files. Callers that mean "unguarded" say so with
 // Guard.Unconditional.
-type ObservationDecider struct{ store *Store }
+type ObservationDecider struct{ table guardTable }
 
 var _ Decider = ObservationDecider{}
 
 // NewObservationDecider returns the observation decider over store.
-func NewObservationDecider(store *Store) ObservationDecider { return ObservationDecider{store: store} }
+func NewObservationDecider(store *Store) ObservationDecider {
+	return ObservationDecider{table: guardTable{store: store}}
+}
 
 // WriteIntent implements Decider.
 func (d ObservationDecider) WriteIntent(_ context.Context, a Actor, t provider.Target) (*provider.WriteIntent, error) {
-	obs, ok, err := d.store.observation(a.Session, t.Key)
-	if err != nil {
-		return nil, storeError("write", t.DisplayPath, err)
+	r := d.table.rule(a, Session{}, reqWrite, "write", t, nil)
+	switch r.kind {
+	case ruleAt:
+		return &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: r.version}, nil
+	case ruleRefuse:
+		return nil, r.err
 	}
-	if !ok || obs.Kind == ObservedAbsent {
-		return &provider.WriteIntent{Kind: provider.CreateIfAbsent}, nil
-	}
-	return &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: obs.Version}, nil
+	return &provider.WriteIntent{Kind: provider.CreateIfAbsent}, nil
 }
 
 // EditIntent implements Decider.
@@ -58,16 +61,11 @@ func (d ObservationDecider) DeleteIntent(_ context.Context, a Actor, t provider.
 }
 
 func (d ObservationDecider) versionGuard(a Actor, t provider.Target, op string) (*provider.VersionGuard, error) {
-	obs, ok, err := d.store.observation(a.Session, t.Key)
-	switch {
-	case err != nil:
-		return nil, storeError(op, t.DisplayPath, err)
-	case !ok:
-		return nil, notObserved(op, t.DisplayPath)
-	case obs.Kind == ObservedAbsent:
-		return nil, observedAbsent(op, t.DisplayPath)
+	r := d.table.rule(a, Session{}, reqChange, op, t, nil)
+	if r.kind != ruleAt {
+		return nil, r.err
 	}
-	return &provider.VersionGuard{Version: obs.Version}, nil
+	return &provider.VersionGuard{Version: r.version}, nil
 }
 
 func notObserved(op, path string) error {

@@ -51,6 +51,7 @@ type Engine struct {
 	mclaims  mountClaims // shared store: claims held for bound mount changes
 
 	mu        sync.RWMutex
+	zones     Zones
 	decider   Decider
 	observers []Observer
 	preparers []Preparer
@@ -118,6 +119,28 @@ func (e *Engine) prepare(ctx context.Context, ts ...provider.Target) uint64 {
 		}
 	}
 	return own
+}
+
+// SetZones sets the paths outside the guard for bound processes on the
+// mount (see Zones).
+func (e *Engine) SetZones(z Zones) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.zones = z
+}
+
+// Zones returns the paths outside the guard (SetZones).
+func (e *Engine) Zones() Zones {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.zones
+}
+
+// guardTable is the guard table over the store and the zones.
+func (e *Engine) guardTable() guardTable {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return guardTable{store: e.store, zones: e.zones}
 }
 
 // FS returns the provider the Engine drives.

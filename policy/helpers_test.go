@@ -43,6 +43,15 @@ func openSession(t testing.TB, s *Store) Actor {
 	return Actor{Session: sess.ID, Channel: ChannelSocket, UID: 1000}
 }
 
+// openStrictSession opens a strict session (read before every write, on
+// the mount too) and returns a mount actor of it.
+func openStrictSession(t testing.TB, s *Store) Actor {
+	t.Helper()
+	sess, err := s.OpenSessionWith(SessionSpec{Name: "strict", Strict: true})
+	require.NoError(t, err)
+	return Actor{Session: sess.ID, Channel: ChannelMount, UID: 1000}
+}
+
 // manualClock is a clock tests move by hand.
 type manualClock struct {
 	mu  sync.Mutex

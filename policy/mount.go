@@ -23,11 +23,14 @@ import (
 // EACCES, FS_STALE_VERSION to ESTALE and FS_NOT_FOUND to ENOENT.
 
 // CheckMount decides whether a's session may change the existing target t,
-// whose version is *current (nil: t is absent now):
+// whose version is *current (nil: t is absent now): the mount's columns of
+// the guard table (guard.go). With current known, the baseline rule sees
+// no ctime and no link count; the FUSE layer calls CheckMountFile.
 //
 //	no session                         → nil
 //	unknown or closed session          → FS_NOT_OBSERVED (wrapping ErrUnknownSession)
-//	unseen                             → FS_NOT_OBSERVED
+//	outside the guard (Zones)          → nil
+//	unseen                             → baseline rule, else FS_NOT_OBSERVED
 //	observed absent                    → FS_NOT_FOUND, whether or not t exists now
 //	present(v), t absent or not at v   → FS_STALE_VERSION
 //	present(v), t at v                 → nil
@@ -37,35 +40,18 @@ import (
 // op names the system call being decided ("open", "unlink", "rename", …)
 // in the error and the audit entry.
 func (e *Engine) CheckMount(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
-	err := e.checkMount(a, op, t, current)
-	if err == nil && a.Session != "" && current != nil {
-		err = e.claimMount(op, t)
+	if current == nil {
+		return e.checkMountFile(a, op, reqMountChange, t, nil)
 	}
-	e.auditMountRefusal(a, op, t, err)
-	return err
+	v := *current
+	return e.CheckMountFile(a, op, t, FileNow{Version: func() (provider.Version, error) { return v, nil }})
 }
 
-// checkMount is CheckMount's decision.
-func (e *Engine) checkMount(a Actor, mop MutationOp, t provider.Target, current *provider.Version) error {
-	op := string(mop)
-	if a.Session == "" {
-		return nil
-	}
-	if _, ok := e.store.Session(a.Session); !ok {
-		return provider.NewError(provider.CodeNotObserved, op, t.DisplayPath, unknownSession(a.Session),
-			"the session bound to this process is closed")
-	}
-	e.store.Touch(a.Session)
-	obs, ok := e.store.Observation(a.Session, t.Key)
-	switch {
-	case !ok:
-		return notObserved(op, t.DisplayPath)
-	case obs.Kind == ObservedAbsent:
-		return observedAbsent(op, t.DisplayPath)
-	case current == nil || *current != obs.Version:
-		return staleVersion(op, t.DisplayPath)
-	}
-	return nil
+// CheckMountFile is CheckMount for the existing file f: its version is
+// hashed only when the decision needs it (never outside the guard, nor for
+// a file the session may change as of its start).
+func (e *Engine) CheckMountFile(a Actor, op MutationOp, t provider.Target, f FileNow) error {
+	return e.checkMountFile(a, op, reqMountChange, t, &f)
 }
 
 // CheckMountCreate decides whether a's session may create t. When t exists
@@ -76,32 +62,66 @@ func (e *Engine) checkMount(a Actor, mop MutationOp, t provider.Target, current 
 //
 // A refusal of a bound session is audited (see AuditRefusal).
 func (e *Engine) CheckMountCreate(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
-	err := e.checkMountCreate(a, op, t, current)
-	if err == nil && a.Session != "" && current != nil {
+	if current != nil {
+		return e.CheckMount(a, op, t, current)
+	}
+	return e.checkMountFile(a, op, reqMountCreate, t, nil)
+}
+
+// checkMountFile decides, claims (shared store) and audits a refusal.
+func (e *Engine) checkMountFile(a Actor, op MutationOp, req request, t provider.Target, f *FileNow) error {
+	kind, err := e.decideMount(a, op, req, t, f)
+	if err == nil && a.Session != "" && f != nil && kind != ruleAllow {
 		err = e.claimMount(op, t)
 	}
 	e.auditMountRefusal(a, op, t, err)
 	return err
 }
 
-// checkMountCreate is CheckMountCreate's decision.
-func (e *Engine) checkMountCreate(a Actor, mop MutationOp, t provider.Target, current *provider.Version) error {
-	if current != nil {
-		return e.checkMount(a, mop, t, current)
-	}
+// decideMount is the mount's decision: the guard table's cell, checked
+// against the file now (f; nil: t is absent).
+func (e *Engine) decideMount(a Actor, mop MutationOp, req request, t provider.Target, f *FileNow) (ruleKind, error) {
 	op := string(mop)
 	if a.Session == "" {
-		return nil
+		return ruleAllow, nil
 	}
-	if _, ok := e.store.Session(a.Session); !ok {
-		return provider.NewError(provider.CodeNotObserved, op, t.DisplayPath, unknownSession(a.Session),
+	sess, ok := e.store.Session(a.Session)
+	if !ok {
+		return ruleRefuse, provider.NewError(provider.CodeNotObserved, op, t.DisplayPath, unknownSession(a.Session),
 			"the session bound to this process is closed")
 	}
 	e.store.Touch(a.Session)
-	if obs, ok := e.store.Observation(a.Session, t.Key); ok && obs.Kind == ObservedPresent {
-		return staleVersion(op, t.DisplayPath)
+	r := e.guardTable().rule(a, sess, req, op, t, f)
+	switch r.kind {
+	case ruleAllow:
+		return r.kind, nil
+	case ruleRefuse:
+		return r.kind, r.err
+	case ruleUnchanged:
+		if f == nil {
+			return ruleRefuse, notObserved(op, t.DisplayPath)
+		}
+		return r.kind, e.guardTable().unchangedSince(a, sess, op, t, f)
+	case ruleAt:
+		if f == nil {
+			return ruleRefuse, staleVersion(op, t.DisplayPath)
+		}
+		cur, err := f.Version()
+		if err != nil {
+			return ruleRefuse, err // the caller's own error (the mount maps it to its errno)
+		}
+		if cur != r.version {
+			return ruleRefuse, staleVersion(op, t.DisplayPath)
+		}
 	}
-	return nil
+	return r.kind, nil
+}
+
+// OutsideGuard reports whether a's changes of t through the mount are
+// outside the guard (Zones): the mount then neither hashes nor records
+// observations for it.
+func (e *Engine) OutsideGuard(a Actor, t provider.Target) bool {
+	return a.Session != "" && e.guardTable().outside(t.DisplayPath, false)
 }
 
 // ObserveMount records what a bound process saw (open for read → present at
@@ -206,8 +226,8 @@ func (e *Engine) KeepMount(a Actor, t provider.Target, before, after provider.Ve
 // CheckMountBelow is CheckMount for an entry t below a directory a's
 // session renames (the rename moves t out from under its name): the same
 // decision and audit, without the claim a change of t itself takes.
-func (e *Engine) CheckMountBelow(a Actor, op MutationOp, t provider.Target, current *provider.Version) error {
-	err := e.checkMount(a, op, t, current)
+func (e *Engine) CheckMountBelow(a Actor, op MutationOp, t provider.Target, f FileNow) error {
+	_, err := e.decideMount(a, op, reqMountChange, t, &f)
 	e.auditMountRefusal(a, op, t, err)
 	return err
 }

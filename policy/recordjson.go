@@ -31,6 +31,10 @@ func marshalWriteRecord(r WriteRecord) ([]byte, error) {
 	b = appendJSONString(b, string(r.Version))
 	b = append(b, `,"Path":`...)
 	b = appendJSONString(b, r.Path)
+	if r.Seq != 0 {
+		b = append(b, `,"Seq":`...)
+		b = strconv.AppendUint(b, r.Seq, 10)
+	}
 	return append(b, '}'), nil
 }
 

@@ -215,8 +215,8 @@ func TestRefusalLimiter_ForgetsTheLeastRecentlyWrittenKey(t *testing.T) {
 
 func TestRefusal_MountHooksAuditBoundRefusalsOnly(t *testing.T) {
 	e, ffs := newTestEngine(t)
-	a := openSession(t, e.Store())
-	a.Channel, a.PID = ChannelMount, 321
+	a := openStrictSession(t, e.Store()) // read before write: unseen is refused
+	a.PID = 321
 	f, g := ffs.target("f.txt"), ffs.target("g.txt")
 	v1 := provider.Version("v1")
 

@@ -30,6 +30,8 @@ type sessionState struct {
 	name      string
 	owner     uint32 // uid that opened it
 	opened    time.Time
+	startSeq  uint64       // the newest change seq when it opened (see Session.StartSeq)
+	strict    bool         // read before every write (see Session.Strict)
 	lastUsed  atomic.Int64 // unix nanoseconds
 	persisted atomic.Int64 // lastUsed as last written
 	// On a shared engine: the record as last read or written, the
@@ -40,7 +42,8 @@ type sessionState struct {
 }
 
 func (st *sessionState) snapshot() Session {
-	return Session{ID: st.id, Name: st.name, Owner: st.owner, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
+	return Session{ID: st.id, Name: st.name, Owner: st.owner, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load()),
+		StartSeq: st.startSeq, Strict: st.strict}
 }
 
 // sessionRecord is the persisted form of a session.
@@ -51,6 +54,19 @@ type sessionRecord struct {
 	Owner    uint32    `json:"owner"`
 	Opened   time.Time `json:"opened"`
 	LastUsed time.Time `json:"lastUsed"`
+	// StartSeq and Strict: see Session. Records written before they
+	// existed read as 0 (every recorded change counts as after the start)
+	// and false.
+	StartSeq uint64 `json:"startSeq,omitempty"`
+	Strict   bool   `json:"strict,omitempty"`
+}
+
+// state is the in-memory form of a persisted session id.
+func (rec sessionRecord) state(id SessionID) *sessionState {
+	st := &sessionState{id: id, name: rec.Name, owner: rec.Owner, opened: rec.Opened, startSeq: rec.StartSeq, strict: rec.Strict}
+	st.lastUsed.Store(rec.LastUsed.UnixNano())
+	st.persisted.Store(rec.LastUsed.UnixNano())
+	return st
 }
 
 func newSessionID() (SessionID, error) {
@@ -70,6 +86,20 @@ func (s *Store) OpenSession(name string) (Session, error) {
 // OpenOwnedSession opens a new session owned by uid owner, with an optional
 // name and a random ID. The owner is persisted with the session.
 func (s *Store) OpenOwnedSession(name string, owner uint32) (Session, error) {
+	return s.OpenSessionWith(SessionSpec{Name: name, Owner: owner})
+}
+
+// SessionSpec describes a session to open.
+type SessionSpec struct {
+	Name   string
+	Owner  uint32 // uid that opens it
+	Strict bool   // see Session.Strict
+}
+
+// OpenSessionWith opens a new session as spec says, with a random ID. The
+// newest change seq at this moment becomes its StartSeq.
+func (s *Store) OpenSessionWith(spec SessionSpec) (Session, error) {
+	name, owner := spec.Name, spec.Owner
 	if s.closed.Load() {
 		return Session{}, ErrClosed
 	}
@@ -78,7 +108,7 @@ func (s *Store) OpenOwnedSession(name string, owner uint32) (Session, error) {
 		return Session{}, err
 	}
 	now := s.opts.Now()
-	st := &sessionState{id: id, name: name, owner: owner, opened: now}
+	st := &sessionState{id: id, name: name, owner: owner, opened: now, startSeq: s.changeSeq(), strict: spec.Strict}
 	st.lastUsed.Store(now.UnixNano())
 	st.persisted.Store(now.UnixNano())
 	s.sessMu.Lock()
@@ -97,7 +127,8 @@ func (s *Store) OpenOwnedSession(name string, owner uint32) (Session, error) {
 }
 
 func (s *Store) persistSession(st *sessionState) error {
-	rec := sessionRecord{Name: st.name, Owner: st.owner, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load())}
+	rec := sessionRecord{Name: st.name, Owner: st.owner, Opened: st.opened, LastUsed: time.Unix(0, st.lastUsed.Load()),
+		StartSeq: st.startSeq, Strict: st.strict}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode session %s: %w", st.id, err)
@@ -170,9 +201,7 @@ func (s *Store) fetchSession(id SessionID) (*sessionState, error) {
 	s.sessMu.Lock()
 	st := s.sessions[id]
 	if st == nil {
-		st = &sessionState{id: id, name: rec.Name, owner: rec.Owner, opened: rec.Opened}
-		st.lastUsed.Store(rec.LastUsed.UnixNano())
-		st.persisted.Store(rec.LastUsed.UnixNano())
+		st = rec.state(id)
 		s.sessions[id] = st
 	}
 	s.sessMu.Unlock()
@@ -374,8 +403,7 @@ func (s *Store) sharedSessions() []Session {
 			s.log.Warn("decode session", "session", string(p.Key[len(prefix):]), "err", err)
 			return nil
 		}
-		out = append(out, Session{ID: SessionID(p.Key[len(prefix):]), Name: rec.Name, Owner: rec.Owner,
-			Opened: rec.Opened, LastUsed: rec.LastUsed})
+		out = append(out, rec.state(SessionID(p.Key[len(prefix):])).snapshot())
 		return nil
 	})
 	if err != nil {
@@ -399,10 +427,7 @@ func (s *Store) loadSessions() error {
 		if err := json.Unmarshal(p.Value, &rec); err != nil {
 			return fmt.Errorf("load session %s: %w", id, err)
 		}
-		st := &sessionState{id: id, name: rec.Name, owner: rec.Owner, opened: rec.Opened}
-		st.lastUsed.Store(rec.LastUsed.UnixNano())
-		st.persisted.Store(rec.LastUsed.UnixNano())
-		s.sessions[id] = st
+		s.sessions[id] = rec.state(id)
 		return nil
 	})
 }

@@ -380,13 +380,6 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 		writers = append(writers, WriteRecord{Actor: m.actor, Op: m.op, Time: entry.Time, Path: m.target.DisplayPath})
 		keys = append(keys, m.target.Key)
 	}
-	for i, w := range writers {
-		val, err := json.Marshal(w)
-		if err != nil {
-			return fmt.Errorf("encode last writer of %s: %w", w.Path, err)
-		}
-		ops = append(ops, kv.Put(lastWriteKey(s.storedKey(keys[i])), val))
-	}
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -403,6 +396,14 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 		}
 		conds := append(slices.Clone(relConds), counterCond(cur))
 		all := append(slices.Clone(ops), kv.Put([]byte(keySeqAudit), encodeUint64(stored.Seq)), kv.Put(auditKey(stored.Seq), val))
+		for i, w := range writers { // they carry the entry's seq
+			w.Seq = stored.Seq
+			wval, err := json.Marshal(w)
+			if err != nil {
+				return fmt.Errorf("encode last writer of %s: %w", w.Path, err)
+			}
+			all = append(all, kv.Put(lastWriteKey(s.storedKey(keys[i])), wval))
+		}
 		ok, err := s.db.Txn(context.Background(), conds, all)
 		if err != nil {
 			// The mutation is on disk, unrecorded: the session must read

@@ -75,6 +75,7 @@ type verbOpts struct {
 	under        stringList
 	exclude      stringList
 	git          bool
+	strict       bool
 	hasOffset    bool
 	hasLimit     bool
 	hasMaxBytes  bool

@@ -24,9 +24,12 @@ func clientVerbs() []clientVerb {
 			synopsis: "", maxArgs: 0, do: doStatus,
 			help: "Shows what the daemon serves (source and mount), its open sessions, its uptime and\nper-method request and error counters."},
 		{name: "session", summary: "open or close a session (the owner of observations)",
-			synopsis: "open [--name N] | close ID", minArgs: 1, maxArgs: 2, do: doSession,
-			flags: func(fs *flag.FlagSet, o *verbOpts) { fs.StringVar(&o.name, "name", "", "a name for people (open)") },
-			help:  "A session owns what it has read: a guarded write, edit or delete needs the session to\nhave read the current version. 'open' prints the new session id; pass it as --session\n(or export DSH_SESSION) to the other verbs so their reads authorize later edits."},
+			synopsis: "open [--name N] [--strict] | close ID", minArgs: 1, maxArgs: 2, do: doSession,
+			flags: func(fs *flag.FlagSet, o *verbOpts) {
+				fs.StringVar(&o.name, "name", "", "a name for people (open)")
+				fs.BoolVar(&o.strict, "strict", false, "processes bound to it read before every write on the mount too (open)")
+			},
+			help: "A session owns what it has read: a guarded write, edit or delete needs the session to\nhave read the current version. 'open' prints the new session id; pass it as --session\n(or export DSH_SESSION) to the other verbs so their reads authorize later edits.\nProcesses bound to it ('dshmount exec') may also change, on the mount, files it never\nread that nobody else changed since it opened; --strict takes that away."},
 		{name: "stat", paths: true, summary: "show a file's type, size and version", synopsis: "PATH", minArgs: 1, maxArgs: 1, do: doStat,
 			help: "Shows metadata (never content) and records the session's observation of the file:\npresent at its version, or absent."},
 		{name: "ls", paths: true, summary: "list a directory", synopsis: "[PATH]", maxArgs: 1, do: doList,
@@ -116,7 +119,7 @@ func doSession(ctx context.Context, e *clientEnv) error {
 		if len(e.args) != 1 {
 			return &usageError{msg: "session open takes no arguments (use --name N)"}
 		}
-		id, err := e.client.OpenSession(ctx, e.opts.name)
+		id, err := e.client.OpenSessionWith(ctx, control.SessionOpenParams{Name: e.opts.name, Strict: e.opts.strict})
 		if err != nil {
 			return err
 		}

@@ -48,15 +48,21 @@ func execWith(ctx context.Context, args []string, sio stdio, ex execer) int {
 	session := fs.String("session", "", "session to act for (default $"+envSession+"; empty: open a new one)")
 	name := fs.String("name", "", "name of the new session when --session is empty")
 	branchName := fs.String("branch", "", "run CMD in this branch's mount, bound to a new session acting in the branch")
+	strict := fs.Bool("strict", false, "read before every write (the rule of a session exec opens; a given session has the rule it was opened with: 'session open --strict')")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N] [--branch NAME] -- CMD [ARGS...]
+		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N [--strict]] [--branch NAME] -- CMD [ARGS...]
 
 Binds this process to a session, then runs CMD (looked up in PATH) as its child. CMD and
 every process it starts act for the session on the mount: opening a file for reading
-records an observation, and writing, truncating, renaming over or removing a file needs
-a fresh one (EACCES when unseen, ESTALE when stale). Without --session a new session is
-opened, its id printed on stderr, and closed again when the last process of CMD's tree
-has exited (a server CMD left running in the background keeps it open). CMD gets
+records an observation; writing, truncating, renaming over or removing a file it read
+needs that observation to be fresh (ESTALE when stale). A file the session never read
+may be changed only if the session was opened before CMD started (--session,
+$DSH_SESSION) and nobody else changed it since the session opened (EACCES otherwise,
+naming who changed it); a session opened with --strict always needs a read (EACCES).
+Without --session a new strict session is opened, its id printed on stderr, and closed
+again when the last process of CMD's tree has exited (a server CMD left running in the
+background keeps it open). Inside a repository's git directory (except hooks/, config and
+info/) and under 'serve --unguarded' paths, changes are recorded but not guarded. CMD gets
 DSH_SOCKET and DSH_SESSION in its environment, so dshmount verbs it runs act for the
 same session. Without --socket or $DSH_SOCKET, the daemon whose mount or workspace
 holds the current directory is used.
@@ -100,6 +106,10 @@ Flags:
 	if !sessionSet && *branchName == "" {
 		*session = os.Getenv(envSession)
 	}
+	if *strict && *session != "" {
+		fmt.Fprintf(sio.err, "dshmount exec: --strict sets the rule of a session exec opens; session %s has the rule it was opened with (open a strict one with 'dshmount session open --strict')\n", *session)
+		return exitUsage
+	}
 	if *socket == "" {
 		*socket = os.Getenv(envSocket)
 	}
@@ -136,7 +146,9 @@ Flags:
 	id := policy.SessionID(*session)
 	owned := id == "" // a session opened here is closed when the tree has exited
 	if owned {
-		if id, err = client.OpenSessionWith(ctx, control.SessionOpenParams{Name: *name, Branch: *branchName}); err != nil {
+		// A session opened for the command has seen nothing: it reads
+		// before it writes (strict), as --strict says explicitly.
+		if id, err = client.OpenSessionWith(ctx, control.SessionOpenParams{Name: *name, Branch: *branchName, Strict: true}); err != nil {
 			client.Close()
 			return reportError("exec", err, sio.err)
 		}

@@ -107,6 +107,46 @@ func TestExec_KeepsANamedSessionAndIsQuietOnSuccess(t *testing.T) {
 	assert.True(t, hasSession(st, id), "a session given with --session stays open")
 }
 
+// TestExec_OwnSessionIsStrict: the session exec opens for a one-off
+// command has seen nothing and reads before it writes (strict); --strict
+// says so explicitly, and with a given session it is a usage error (the
+// session keeps the rule it was opened with).
+func TestExec_OwnSessionIsStrict(t *testing.T) {
+	env := newCLIEnv(t)
+	admin, err := control.Dial(env.sock)
+	require.NoError(t, err)
+	defer admin.Close()
+	for _, flags := range [][]string{nil, {"--strict"}} {
+		strict := false
+		ex := execer{
+			lookPath: func(file string) (string, error) { return "/usr/bin/" + file, nil },
+			pid:      func() int { return 4242 },
+			supervise: func(_, _ string, _ []string, envv []string) (int, error) {
+				st, err := admin.Status(context.Background())
+				require.NoError(t, err)
+				for _, s := range st.Sessions {
+					if s.ID == sessionFromEnv(envv) {
+						strict = s.Strict
+					}
+				}
+				return 0, nil
+			},
+		}
+		var out, errOut bytes.Buffer
+		args := append(append([]string{"--socket", env.sock}, flags...), "--", "true")
+		code := execWith(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
+		require.Equal(t, 0, code, errOut.String())
+		assert.True(t, strict, "exec %v opens a strict session", flags)
+	}
+	id, err := admin.OpenSession(context.Background(), "agent")
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	code := execWith(context.Background(), []string{"--socket", env.sock, "--strict", "--session", string(id), "--", "true"},
+		stdio{in: strings.NewReader(""), out: &out, err: &errOut}, execer{lookPath: func(string) (string, error) { return "/bin/true", nil }})
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut.String(), "--strict sets the rule of a session exec opens")
+}
+
 // hasSession reports whether st lists session id.
 func hasSession(st *control.StatusResult, id policy.SessionID) bool {
 	for _, s := range st.Sessions {

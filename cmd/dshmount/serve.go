@@ -131,6 +131,11 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	defer branches.Close()
 	engine := policy.NewEngine(store, view)
+	unguarded, err := overlay.NewMatcher("unguarded", cfg.Unguarded)
+	if err != nil {
+		return err
+	}
+	engine.SetZones(policy.Zones{GuardGit: cfg.GuardGit, Unguarded: unguarded.Match})
 	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
 	if err != nil {
 		return err

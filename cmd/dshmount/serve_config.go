@@ -29,6 +29,8 @@ type serveConfig struct {
 	Socket     string        // control socket path
 	Hide       []string      // --hide globs
 	ReadOnly   []string      // --read-only globs
+	Unguarded  []string      // --unguarded globs: outside the guard for bound processes
+	GuardGit   bool          // --guard-git: git directories under the guard too
 	AllowOther bool          // other users may use the mount
 	AllowUIDs  []uint32      // control socket peers besides the daemon's uid and root
 	Debug      bool          // debug logs and FUSE request tracing
@@ -177,6 +179,8 @@ Flags:
 	fs.StringVar(&cfg.Socket, "socket", "", "control socket path (default STATE/run/control.sock)")
 	fs.Var(stringsFlag{&cfg.Hide}, "hide", "glob of paths that do not exist in the view (repeatable)")
 	fs.Var(stringsFlag{&cfg.ReadOnly}, "read-only", "glob of paths that cannot change (repeatable)")
+	fs.Var(stringsFlag{&cfg.Unguarded}, "unguarded", "glob of paths processes bound to a session change without the guard, e.g. 'node_modules/**' (repeatable; matched like --hide; changes are still recorded)")
+	fs.BoolVar(&cfg.GuardGit, "guard-git", false, "guard repositories' git directories too (by default a bound process's changes inside one, except hooks/, config and info/, are recorded but not guarded)")
 	fs.BoolVar(&cfg.AllowOther, "allow-other", false, "let other users use the mount: needed for several users, or root running tools that switch uid (default_permissions is always on)")
 	fs.Var(uidsFlag{&cfg.AllowUIDs}, "allow-uid", "uid allowed on the control socket besides yours and root (repeatable; root daemon only). "+
 		"Its requests run with its own permissions and it sees only its own sessions; the socket is opened to it (0666, its directory searchable), "+
