@@ -163,8 +163,11 @@
 //     and flock locks are handled by the kernel for everyone using the mount
 //     (they do not conflict with programs using the backing directory).
 //   - Interrupts (a program receiving a signal, including the Go runtime's
-//     SIGURG) cancel the request context; records of completed mutations
-//     run on an uncancellable context so an interrupt never loses one.
+//     SIGURG) cancel the request context. Only real waits honour it (a
+//     file's lock, a branch commit), and only once they have gone on for
+//     interruptGrace past it: a quick metadata operation finishes instead
+//     of answering a spurious EINTR. Records of completed mutations run on
+//     an uncancellable context so an interrupt never loses one.
 //   - A crashed daemon leaves "transport endpoint is not connected";
 //     CleanupStale detaches such a mount before a new one. A killed daemon
 //     whose invalidation thread waits in the kernel for a directory lock
