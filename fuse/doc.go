@@ -65,7 +65,10 @@
 // (attribute timeout) and pages. An Engine observer invalidates, for each
 // socket mutation, the old inode's data and attributes (NotifyContent) and
 // the name (NotifyEntry, NotifyDelete for deletes), so `cat` right after an
-// agent's edit shows the new bytes (but see Deadlocks: an entry
+// agent's edit shows the new bytes. A name the kernel already resolves to
+// the file it holds keeps its entry (the watcher's news of a directory a
+// shell has entered since must not unhash the shell's working directory);
+// its attributes and its parent's listing are dropped (but see Deadlocks: an entry
 // notification can make a SIGKILLed daemon unkillable). When a name stays
 // cached anyway, operations on its node work on what the name holds now
 // (node.current); a node whose name is gone, or holds a file of another

@@ -36,6 +36,13 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
+	if dir := os.Getenv(cwdEnv); dir != "" {
+		if err := runInDir(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		return
+	}
 	if f := os.Getenv(chmodEnv); f != "" {
 		if err := unix.Chmod(f, 0o600); err != nil {
 			fmt.Fprintln(os.Stderr, "chmod:", err)

@@ -76,7 +76,11 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		}
 		p := control.BranchCreateParams{Name: name}
 		if e.opts.mountDir != "" {
-			p.Mount, p.Cwd = absDir(e.opts.mountDir), shellDir()
+			wd, err := shellDir()
+			if err != nil {
+				return err
+			}
+			p.Mount, p.Cwd = absDir(e.opts.mountDir), wd
 		}
 		info, err := e.client.BranchCreate(ctx, p)
 		if err != nil {
@@ -93,7 +97,11 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		if len(e.args) != 3 {
 			return &usageError{msg: "branch mount needs a branch name and a directory: dshmount branch mount NAME DIR"}
 		}
-		res, err := e.client.BranchMount(ctx, control.BranchMountParams{Name: name, Mount: absDir(e.args[2]), Cwd: shellDir()})
+		wd, err := shellDir()
+		if err != nil {
+			return err
+		}
+		res, err := e.client.BranchMount(ctx, control.BranchMountParams{Name: name, Mount: absDir(e.args[2]), Cwd: wd})
 		if err != nil {
 			return err
 		}

@@ -190,7 +190,10 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	}
 	placed := false // e.cwd is where the shell is
 	if e.socket == "" {
-		p, ok := findDaemon()
+		p, ok, err := findDaemon()
+		if err != nil {
+			return e.report(v.name, err)
+		}
 		if !ok {
 			return e.report(v.name, &usageError{msg: "no control socket; " + noSocketHelp})
 		}
@@ -206,7 +209,9 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	defer client.Close()
 	e.client = client
 	if !e.opts.cwdSet && !placed && v.paths {
-		e.cwd = shellCwd(ctx, client, e.socket)
+		if e.cwd, err = shellCwd(ctx, client, e.socket); err != nil {
+			return e.report(v.name, err)
+		}
 	}
 	return e.report(v.name, v.do(ctx, e))
 }

@@ -106,7 +106,11 @@ Flags:
 		return exitUsage
 	}
 	if *socket == "" {
-		p, ok := findDaemon()
+		p, ok, err := findDaemon()
+		if err != nil {
+			fmt.Fprintf(sio.err, "dshmount exec: %v\n", err)
+			return exitUsage
+		}
 		if !ok {
 			fmt.Fprintf(sio.err, "dshmount exec: no control socket; %s\n", noSocketHelp)
 			return exitUsage

@@ -66,7 +66,11 @@ Flags:
 	fs.Visit(func(f *flag.Flag) { cwdSet = cwdSet || f.Name == "cwd" })
 	placed := false
 	if *socket == "" {
-		p, ok := findDaemon()
+		p, ok, err := findDaemon()
+		if err != nil {
+			fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
+			return exitUsage
+		}
 		if !ok {
 			fmt.Fprintf(std.err, "dshmount mcp: no control socket; %s\n", noSocketHelp)
 			return exitUsage
@@ -93,7 +97,10 @@ Flags:
 	}
 	defer client.Close()
 	if !cwdSet && !placed {
-		*cwd = shellCwd(ctx, client, *socket)
+		if *cwd, err = shellCwd(ctx, client, *socket); err != nil {
+			fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
+			return exitUsage
+		}
 	}
 	transport := mcp.StdioTransport(std.in, std.out)
 	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Branch: *branchName, Logger: logger, Version: buildVersion()}, transport)
