@@ -121,7 +121,11 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	e := &clientEnv{io: sio}
 	fs.StringVar(&e.socket, "socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
 	var session string
-	fs.StringVar(&session, "session", "", "session to act for (default $"+envSession+"; empty: a session private to this one call)")
+	sessionHelp := "session to act for (default $" + envSession + "; empty: a session private to this one call)"
+	if v.name == "log" {
+		sessionHelp = "only this session's entries (only when given here: $" + envSession + " does not apply to log)"
+	}
+	fs.StringVar(&session, "session", "", sessionHelp)
 	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
 	if v.paths && v.name != "log" {
 		fs.StringVar(&e.branch, "branch", "", "act in this branch (see 'dshmount branch') instead of the workspace")
@@ -148,7 +152,8 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\nExit status: 0 success, 1 filesystem error (code on stderr), 2 usage or connection error.\n")
 	}
-	pos, err := parseInterspersed(fs, args)
+	var pos []string
+	err := parseFlags(fs, sio, func() (err error) { pos, err = parseInterspersed(fs, args); return err })
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}

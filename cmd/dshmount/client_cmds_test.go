@@ -158,14 +158,14 @@ func TestCLI_UsageAndConnectionErrorsExitTwo(t *testing.T) {
 func TestCLI_HelpExplainsEachVerb(t *testing.T) {
 	env := newCLIEnv(t)
 	for _, v := range clientVerbs() {
-		code, _, stderr := env.run(t, "", v.name, "--help")
+		code, out, _ := env.run(t, "", v.name, "--help")
 		assert.Equal(t, exitOK, code, v.name)
-		assert.Contains(t, stderr, "Usage: dshmount "+v.name, v.name)
-		assert.Contains(t, stderr, "-socket", v.name)
+		assert.Contains(t, out, "Usage: dshmount "+v.name, v.name)
+		assert.Contains(t, out, "-socket", v.name)
 	}
-	code, _, stderr := env.run(t, "", "exec", "--help")
+	code, out, _ := env.run(t, "", "exec", "--help")
 	assert.Equal(t, exitOK, code)
-	assert.Contains(t, stderr, "Usage: dshmount exec")
+	assert.Contains(t, out, "Usage: dshmount exec")
 }
 
 func TestCLI_JSONAndPatchAndLog(t *testing.T) {

@@ -41,7 +41,7 @@ func runFsmonitor(ctx context.Context, args []string, sio stdio) int {
 	socket := fs.String("socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the working directory)")
 	noSync := fs.Bool("no-sync", false, "do not wait for the daemon's watcher to catch up first: faster, but a change made in the workspace\ndirectory in the last few milliseconds may be reported only by the next call")
 	fs.Usage = func() {
-		fmt.Fprint(sio.err, `Usage: dshmount fsmonitor [--socket PATH] [--no-sync] 2 TOKEN
+		fmt.Fprint(fs.Output(), `Usage: dshmount fsmonitor [--socket PATH] [--no-sync] 2 TOKEN
 
 git's core.fsmonitor hook (protocol version 2), served by the daemon of the
 mount or workspace the worktree lies in. git runs it in the worktree's root;
@@ -60,7 +60,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, sio, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

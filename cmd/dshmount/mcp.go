@@ -33,7 +33,7 @@ func runMCP(ctx context.Context, args []string, std stdio) int {
 	branchName := fs.String("branch", "", "make every tool act in this branch (see 'dshmount branch') instead of the workspace")
 	verbose := fs.Bool("v", false, "log each request to stderr")
 	fs.Usage = func() {
-		fmt.Fprint(std.err, `Usage: dshmount mcp [--socket PATH] [--session NAME] [--cwd DIR] [--branch NAME]
+		fmt.Fprint(fs.Output(), `Usage: dshmount mcp [--socket PATH] [--session NAME] [--cwd DIR] [--branch NAME]
 
 Serve the guarded workspace as a Model Context Protocol server on stdin and
 stdout, for an agent client (Claude Code, Codex, ...). The tools are read,
@@ -49,7 +49,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, std, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
