@@ -93,6 +93,9 @@ type ErrorData struct {
 	Code    provider.Code `json:"code"`
 	Path    string        `json:"path,omitempty"`
 	Message string        `json:"message"`
+	// Field names the parameter an FS_INVALID_ARGUMENT is about, when
+	// one is (a mistyped or unknown field).
+	Field string `json:"field,omitempty"`
 	// Resume is set with FS_CHANGES_LOST: watch again with this since
 	// after a rescan.
 	Resume *uint64 `json:"resume,omitempty"`
