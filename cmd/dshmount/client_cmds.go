@@ -239,6 +239,9 @@ func (e *clientEnv) report(verb string, err error) int {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return exitOK
 	}
+	if e.session == "" {
+		err = withoutSession(err)
+	}
 	f, code, line := describeFailure(verb, e.args, e.cwd, err)
 	fmt.Fprintln(e.io.err, line)
 	if e.json {
@@ -247,6 +250,24 @@ func (e *clientEnv) report(verb string, err error) int {
 		_ = enc.Encode(f)
 	}
 	return code
+}
+
+// noSessionHelp explains FS_NOT_OBSERVED to a call made without a session.
+const noSessionHelp = "there is no session: without --session or $" + envSession +
+	" each dshmount call acts in a session of its own, so what an earlier call read does not count here; " +
+	"open one first: export " + envSession + "=$(dshmount session open --name NAME)"
+
+// withoutSession rewrites the FS_NOT_OBSERVED of a call made without a
+// session ("you have not read this file in this session" is true, but the
+// read the caller remembers was in another call's session).
+func withoutSession(err error) error {
+	var re *control.RPCError
+	if !errors.As(err, &re) || re.Code != provider.CodeNotObserved {
+		return err
+	}
+	c := *re
+	c.Message = noSessionHelp
+	return &c
 }
 
 // reportError prints err for a command without a client environment and
