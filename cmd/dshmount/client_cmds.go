@@ -103,6 +103,7 @@ type clientEnv struct {
 	unconditional bool
 	branch        string // --branch: act in this branch
 	opts          verbOpts
+	pathArgs      bool // args are paths (clientVerb.paths): a failure without one names args[0]
 }
 
 // usageError is a bad invocation (exit 2).
@@ -118,7 +119,7 @@ func (e *usageError) Error() string { return e.msg }
 func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	fs := flag.NewFlagSet("dshmount "+v.name, flag.ContinueOnError)
 	fs.SetOutput(sio.err)
-	e := &clientEnv{io: sio}
+	e := &clientEnv{io: sio, pathArgs: v.paths}
 	fs.StringVar(&e.socket, "socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
 	var session string
 	sessionHelp := "session to act for (default $" + envSession + "; empty: a session private to this one call)"
@@ -231,6 +232,9 @@ type failure struct {
 	Message string `json:"message"`
 	// Path is the workspace path the error concerns ("" when none).
 	Path string `json:"path"`
+	// Conflicts are the paths a refused branch commit or atomic patch
+	// conflicts on.
+	Conflicts []string `json:"conflicts,omitempty"`
 }
 
 // report prints err (stderr, and with --json the failure object on stdout)
@@ -242,7 +246,11 @@ func (e *clientEnv) report(verb string, err error) int {
 	if e.session == "" {
 		err = withoutSession(err)
 	}
-	f, code, line := describeFailure(verb, e.args, e.cwd, err)
+	args := e.args
+	if !e.pathArgs { // branch NAME, session ID: not paths
+		args = nil
+	}
+	f, code, line := describeFailure(verb, args, e.cwd, err)
 	fmt.Fprintln(e.io.err, line)
 	if e.json {
 		enc := json.NewEncoder(e.io.out)
@@ -300,7 +308,7 @@ func describeFailure(verb string, args []string, cwd string, err error) (failure
 	var fe *fsFailure
 	switch {
 	case errors.As(err, &re) && re.Code != "":
-		f = failure{Code: re.Code, Message: re.Message, Path: re.Path}
+		f = failure{Code: re.Code, Message: re.Message, Path: re.Path, Conflicts: re.Conflicts}
 		if re.RPCCode != control.CodeFilesystem {
 			exit = exitUsage // invalid params: the invocation was wrong
 		}
