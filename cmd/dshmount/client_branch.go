@@ -152,7 +152,7 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 				}
 				fmt.Fprintf(w, "%s %s\n", what, f.Path)
 			}
-			fmt.Fprintf(w, "committed branch %s: %d files", name, len(res.Files))
+			fmt.Fprintf(w, "committed branch %s: %s", name, plural(len(res.Files), "file"))
 			if res.Kept {
 				fmt.Fprintf(w, " (the branch is kept, empty)")
 			}
@@ -314,4 +314,12 @@ func printApplyPatch(w io.Writer, page *control.BranchDiffResult) error {
 		}
 	}
 	return nil
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
