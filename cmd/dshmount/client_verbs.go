@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -421,20 +422,27 @@ func doLog(ctx context.Context, e *clientEnv) error {
 	})
 }
 
+// saveWindow bounds an editor's save: the temporary file is written and
+// renamed over its destination within it.
+const saveWindow = 2 * time.Second
+
 // savedVia recognises an editor's save in entries (newest first): entry i
-// renames a temporary file over its destination, and the entries right
-// after it (older) create or write that temporary file for the same
-// session and channel. It returns how many such older entries belong to
-// the save (0: entry i is no save).
+// renames a temporary file (in the destination's directory, named after
+// it: .a.txt.swp, a.txt~, a.txt.tmp.123) over its destination, and the
+// entries right after it (older, within saveWindow) create or write that
+// temporary file for the same session and channel. It returns how many
+// such older entries belong to the save (0: entry i is no save; an
+// agent's create then move of two ordinary names shows as both).
 func savedVia(entries []control.LogEntry, i int) int {
 	r := entries[i]
-	if r.Refused != "" || r.To == "" || (r.Op != policy.OpRename && r.Op != policy.OpMove) {
+	if r.Refused != "" || r.To == "" || (r.Op != policy.OpRename && r.Op != policy.OpMove) || !tempOf(r.Path, r.To) {
 		return 0
 	}
 	n := 0
 	for j := i + 1; j < len(entries); j++ {
 		e := entries[j]
-		if e.Refused != "" || e.Path != r.Path || e.To != "" || e.Session != r.Session || e.Channel != r.Channel {
+		if e.Refused != "" || e.Path != r.Path || e.To != "" || e.Session != r.Session || e.Channel != r.Channel ||
+			r.Time.Sub(e.Time) > saveWindow {
 			break
 		}
 		switch e.Op {
@@ -445,4 +453,15 @@ func savedVia(entries []control.LogEntry, i int) int {
 		break
 	}
 	return n
+}
+
+// tempOf reports whether tmp is named like a temporary file of dst: in
+// the same directory, its name dst's with something after it, or with a
+// leading dot or # (.a.txt.swp, a.txt~, #a.txt#).
+func tempOf(tmp, dst string) bool {
+	if path.Dir(tmp) != path.Dir(dst) {
+		return false
+	}
+	name, base := strings.TrimLeft(path.Base(dst), ".#"), path.Base(tmp)
+	return name != "" && base != path.Base(dst) && strings.HasPrefix(strings.TrimLeft(base, ".#"), name)
 }

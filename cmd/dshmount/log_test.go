@@ -55,3 +55,33 @@ func TestCLI_LogPathFiltersHideGitAndGroupSaves(t *testing.T) {
 	require.Len(t, res.Entries, 4, "--json lists the entries as they are, .git hidden")
 	assert.Equal(t, ".a.txt.tmp", res.Entries[1].Path)
 }
+
+// TestCLI_LogShowsAnAgentsCreateThenMoveAsBoth: a file created under an
+// ordinary name and then moved is two operations, not an editor's save
+// (only a temporary file named after its destination, renamed over it at
+// once, is grouped).
+func TestCLI_LogShowsAnAgentsCreateThenMoveAsBoth(t *testing.T) {
+	env := newCLIEnv(t)
+	s := env.openSession(t, "agent")
+	do := func(stdin string, args ...string) string {
+		t.Helper()
+		code, out, stderr := runBinary(t, binRun{stdin: stdin}, append(args, "--socket", env.sock, "--session", s)...)
+		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
+		return out
+	}
+	do("notes\n", "write", "notes_a.txt")
+	do("", "mv", "notes_a.txt", "notes.txt")
+	out := do("", "log")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Regexp(t, `^\s+\d+  \S+ \S+  move     notes_a\.txt -> notes\.txt  by socket`, lines[0])
+	assert.Regexp(t, `^\s+\d+  \S+ \S+  write    notes_a\.txt  by socket`, lines[1])
+	assert.NotContains(t, out, "save")
+}
+
+func TestTempOf(t *testing.T) {
+	for tmp, want := range map[string]bool{".a.txt.tmp": true, "a.txt~": true, ".a.txt.swp": true, "a.txt.tmp.123": true,
+		"#a.txt#": true, "notes_a.txt": false, "a.txt": false, "sub/.a.txt.tmp": false, "b.txt": false} {
+		assert.Equal(t, want, tempOf(tmp, "a.txt"), tmp)
+	}
+}
