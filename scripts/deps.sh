@@ -20,9 +20,10 @@ what=${1:-test}
 #   util-linux  setpriv, mount, umount
 #   kmod        modprobe fuse (.ci/run, when /dev/fuse is missing)
 #   procps      ps, for looking at stuck daemons
+#   etcd-server the README's etcd (integration/several_machines_test.go)
 demo_pkgs=(python3:python3)
 test_pkgs=("${demo_pkgs[@]}" vim:vim attr:getfattr git:git make:make gcc:cc e2fsprogs:mke2fs
-  util-linux:setpriv kmod:modprobe procps:ps)
+  util-linux:setpriv kmod:modprobe procps:ps etcd-server:etcd)
 
 case $what in
   test) wanted=("${test_pkgs[@]}") ;;
