@@ -396,6 +396,10 @@ type ChangeEvent struct {
 	To      string           `json:"to,omitempty"`
 	Version provider.Version `json:"version,omitempty"`
 	Actor   *ChangeActor     `json:"actor,omitempty"`
+	// at is when the change was made (its audit entry's time): a watch
+	// merges only changes made within its window of each other, whether
+	// they arrive live or replayed.
+	at time.Time
 }
 
 // LogParams are the params of fs.log. Every filter is optional and they

@@ -18,12 +18,7 @@ import (
 func TestCLI_LogPathFiltersHideGitAndGroupSaves(t *testing.T) {
 	env := newCLIEnv(t)
 	s := env.openSession(t, "editor")
-	do := func(stdin string, args ...string) string {
-		t.Helper()
-		code, out, stderr := runBinary(t, binRun{stdin: stdin}, append(args, "--socket", env.sock, "--session", s)...)
-		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
-		return out
-	}
+	do := binaryAs(t, env, s)
 	do("ref\n", "write", ".git/refs/heads/main")
 	do("package a\n", "write", "src/a.go")
 	do("noise\n", "write", "src/build.log")
@@ -63,12 +58,7 @@ func TestCLI_LogPathFiltersHideGitAndGroupSaves(t *testing.T) {
 func TestCLI_LogShowsAnAgentsCreateThenMoveAsBoth(t *testing.T) {
 	env := newCLIEnv(t)
 	s := env.openSession(t, "agent")
-	do := func(stdin string, args ...string) string {
-		t.Helper()
-		code, out, stderr := runBinary(t, binRun{stdin: stdin}, append(args, "--socket", env.sock, "--session", s)...)
-		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
-		return out
-	}
+	do := binaryAs(t, env, s)
 	do("notes\n", "write", "notes_a.txt")
 	do("", "mv", "notes_a.txt", "notes.txt")
 	out := do("", "log")
@@ -83,5 +73,16 @@ func TestTempOf(t *testing.T) {
 	for tmp, want := range map[string]bool{".a.txt.tmp": true, "a.txt~": true, ".a.txt.swp": true, "a.txt.tmp.123": true,
 		"#a.txt#": true, "notes_a.txt": false, "a.txt": false, "sub/.a.txt.tmp": false, "b.txt": false} {
 		assert.Equal(t, want, tempOf(tmp, "a.txt"), tmp)
+	}
+}
+
+// binaryAs returns a runner of the built binary on env's socket for
+// session s that requires success and returns stdout.
+func binaryAs(t *testing.T, env *cliEnv, s string) func(stdin string, args ...string) string {
+	return func(stdin string, args ...string) string {
+		t.Helper()
+		code, out, stderr := runBinary(t, binRun{stdin: stdin}, append(args, "--socket", env.sock, "--session", s)...)
+		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
+		return out
 	}
 }
