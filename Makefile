@@ -6,13 +6,19 @@ PKGS      := ./...
 FUZZTIME  ?= 60s
 export PATH := $(PATH):/usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin
 
-.PHONY: all build deps test test-race test-short bench bench-go fuzz lint lint-basic demo deps-demo clean
+PREFIX    ?= /usr/local
+
+.PHONY: all build install deps test test-race test-short bench bench-go fuzz lint lint-basic demo deps-demo clean
 
 all: build
 
 ## build: compile the dshmount binary into bin/
 build:
 	$(GO) build -ldflags "-X main.stampedVersion=$(VERSION)" -o $(BIN) ./cmd/dshmount
+
+## install: build, then copy the binary to $(PREFIX)/bin (PREFIX defaults to /usr/local)
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/dshmount
 
 ## deps: install the Debian packages the tests drive (as root; otherwise print the apt-get line)
 deps:

@@ -53,7 +53,10 @@ func TestBadInput_EachGetsItsErrorAndTheConnectionGoesOn(t *testing.T) {
 		{"outside the workspace", `{"jsonrpc":"2.0","id":14,"method":"fs.read","params":{"path":"../../etc/passwd"}}`, CodeFilesystem, provider.CodeSandboxDenied, "14", ""},
 		{"string id", `{"jsonrpc":"2.0","id":"s-1","method":"nope"}`, CodeMethodNotFound, "", `"s-1"`, "nope"},
 		{"empty oldString", `{"jsonrpc":"2.0","id":15,"method":"fs.edit","params":{"path":"a.txt","oldString":"","newString":"x"}}`, CodeInvalidParams, "", "15", "oldString"},
+		{"negative watch since", `{"jsonrpc":"2.0","id":16,"method":"fs.watch","params":{"since":-5}}`, CodeInvalidParams, provider.CodeInvalidArgument, "16", "since must be"},
 	}
+	// data.field of the errors about one parameter.
+	fields := map[string]string{"wrong param type": "offset", "fractional offset": "offset", "unknown field": "old_string", "negative watch since": "since"}
 	rc := env.raw(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +69,11 @@ func TestBadInput_EachGetsItsErrorAndTheConnectionGoesOn(t *testing.T) {
 			if tt.fsCode != "" {
 				require.NotNil(t, r.Error.Data)
 				assert.Equal(t, tt.fsCode, r.Error.Data.Code)
+			}
+			if tt.code == CodeInvalidParams { // every invalid argument has its FS_ code
+				require.NotNil(t, r.Error.Data, "data of %s", r.Error.Message)
+				assert.Equal(t, provider.CodeInvalidArgument, r.Error.Data.Code)
+				assert.Equal(t, fields[tt.name], r.Error.Data.Field)
 			}
 			requireUsable(t, rc)
 		})

@@ -90,7 +90,7 @@ func (s *Server) handleLine(ctx context.Context, c *conn, line []byte) (out []by
 	}
 	if msg := invalidText(line); msg != "" {
 		s.count(req.Method, true)
-		return respond(nil, &ErrorObject{Code: CodeInvalidParams, Message: msg}), nil
+		return respond(nil, errorObject(invalidParams("%s", msg))), nil
 	}
 	result, err := s.call(ctx, c, req.Method, h, req.Params)
 	s.count(req.Method, err != nil)
@@ -239,9 +239,15 @@ func decodeParams(method string, params json.RawMessage, v any) error {
 			if field == "" {
 				field = "params"
 			}
-			return invalidParams("invalid params for %s: %s must be %s, not %s", method, field, jsonKind(te.Type.Kind().String()), te.Value)
+			return invalidField(field, "invalid params for %s: %s must be %s, not %s", method, field, jsonKind(te.Type.Kind().String()), te.Value)
 		}
-		return invalidParams("invalid params for %s: %s", method, strings.TrimPrefix(err.Error(), "json: "))
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		field, _ := strings.CutPrefix(msg, `unknown field "`)
+		field, unknown := strings.CutSuffix(field, `"`)
+		if !unknown {
+			field = ""
+		}
+		return invalidField(field, "invalid params for %s: %s", method, msg)
 	}
 	return nil
 }

@@ -63,9 +63,17 @@ type callError struct{ obj ErrorObject }
 
 func (e *callError) Error() string { return e.obj.Message }
 
-// invalidParams builds a -32602 error.
+// invalidParams builds a -32602 error; its data is FS_INVALID_ARGUMENT,
+// as for every invalid argument.
 func invalidParams(format string, args ...any) error {
-	return &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: fmt.Sprintf(format, args...)}}
+	return invalidField("", format, args...)
+}
+
+// invalidField is invalidParams about the parameter field (data.field).
+func invalidField(field, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: msg,
+		Data: &ErrorData{Code: provider.CodeInvalidArgument, Field: field, Message: msg}}}
 }
 
 // invalidArgument builds a -32602 error about one path, with FS data so

@@ -93,6 +93,9 @@ type ErrorData struct {
 	Code    provider.Code `json:"code"`
 	Path    string        `json:"path,omitempty"`
 	Message string        `json:"message"`
+	// Field names the parameter an FS_INVALID_ARGUMENT is about, when
+	// one is (a mistyped or unknown field).
+	Field string `json:"field,omitempty"`
 	// Resume is set with FS_CHANGES_LOST: watch again with this since
 	// after a rescan.
 	Resume *uint64 `json:"resume,omitempty"`
@@ -407,6 +410,10 @@ type ChangeEvent struct {
 	To      string           `json:"to,omitempty"`
 	Version provider.Version `json:"version,omitempty"`
 	Actor   *ChangeActor     `json:"actor,omitempty"`
+	// at is when the change was made (its audit entry's time): a watch
+	// merges only changes made within its window of each other, whether
+	// they arrive live or replayed.
+	at time.Time
 }
 
 // LogParams are the params of fs.log. Every filter is optional and they

@@ -57,7 +57,7 @@ type BranchInfo struct {
 	Name    string    `json:"name"`
 	Created time.Time `json:"created"`
 	Mount   string    `json:"mount,omitempty"` // where the branch is mounted now
-	Changed int       `json:"changed"`         // paths the branch changed
+	Changed int       `json:"changed"`         // files the branch changed, as branch.diff lists them
 }
 
 // BranchListResult is the result of branch.list, by name.

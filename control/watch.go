@@ -181,7 +181,7 @@ func (w *watchState) stop() {
 // closes or the feed is lost.
 func (s *Server) deliver(c *conn, w *watchState) {
 	var (
-		co    coalescer
+		co    = coalescer{window: s.cfg.WatchWindow}
 		timer *time.Timer
 		due   <-chan time.Time
 		last  uint64 // seq of the last change seen (sent or out of scope)

@@ -445,3 +445,50 @@ func TestWatch_FollowsTheWorkspaceNotABranchUntilItsCommit(t *testing.T) {
 	assert.Equal(t, "branch s commit", lg.Entries[0].Detail)
 	assert.Equal(t, lg.Entries[0].Seq, got["a.txt"].Seq, "the commit's entry, not the branch write's")
 }
+
+// TestWatch_ReplayMergesOnlyWhatTheLiveStreamMerges: a create and a delete
+// of one file 300 ms apart are two events live; replayed with since they
+// arrive together but must stay two (merging is by the changes' times,
+// within the window of 30 ms).
+func TestWatch_ReplayMergesOnlyWhatTheLiveStreamMerges(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := context.Background()
+	c := env.client(t)
+	live, err := c.Watch(ctx, WatchParams{Path: ".", Recursive: true})
+	require.NoError(t, err)
+	sess, err := c.OpenSession(ctx, "agent")
+	require.NoError(t, err)
+	_, err = c.Write(ctx, WriteParams{Path: "a.txt", Content: "a\n", Session: sess})
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	_, err = c.Delete(ctx, DeleteParams{Path: "a.txt", Session: sess})
+	require.NoError(t, err)
+	var liveKinds []ChangeKind
+	for range 2 {
+		liveKinds = append(liveKinds, nextEvent(t, live).Kind)
+	}
+	assert.Equal(t, []ChangeKind{ChangeCreated, ChangeDeleted}, liveKinds)
+
+	since := live.Seq
+	replay, err := env.client(t).Watch(ctx, WatchParams{Path: ".", Recursive: true, Since: &since})
+	require.NoError(t, err)
+	var replayed []ChangeKind
+	for range 2 {
+		replayed = append(replayed, nextEvent(t, replay).Kind)
+	}
+	assert.Equal(t, liveKinds, replayed, "the replay gives the live stream's events")
+}
+
+func TestCoalescer_MergesWithinTheWindowByTheChangesTimes(t *testing.T) {
+	t0 := time.Now()
+	a := &ChangeActor{Session: "s"}
+	co := coalescer{window: 30 * time.Millisecond}
+	co.add(ChangeEvent{Seq: 1, Path: "f", Kind: ChangeCreated, Actor: a, at: t0})
+	co.add(ChangeEvent{Seq: 2, Path: "f", Kind: ChangeModified, Actor: a, at: t0.Add(10 * time.Millisecond)})
+	co.add(ChangeEvent{Seq: 3, Path: "f", Kind: ChangeDeleted, Actor: a, at: t0.Add(300 * time.Millisecond)})
+	got := co.take()
+	require.Len(t, got, 2, "%+v", got)
+	assert.Equal(t, ChangeCreated, got[0].Kind)
+	assert.Equal(t, uint64(2), got[0].Seq)
+	assert.Equal(t, ChangeDeleted, got[1].Kind)
+}

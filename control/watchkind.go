@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
@@ -21,7 +22,7 @@ import (
 //
 // Other ops (from a newer daemon) are modified.
 func changeOf(e policy.AuditEntry) ChangeEvent {
-	ev := ChangeEvent{Seq: e.Seq, Path: e.Path, Version: e.After}
+	ev := ChangeEvent{Seq: e.Seq, Path: e.Path, Version: e.After, at: e.Time}
 	sameBytes := e.Before != "" && e.Before == e.After
 	switch e.Op {
 	case policy.OpCreate, policy.OpLink:
@@ -94,17 +95,22 @@ func mergeKinds(prev, next ChangeKind) ChangeKind {
 }
 
 // coalescer collects a window's events of one watch and merges the
-// changes of one path by one actor.
+// changes of one path by one actor made within window of the first of
+// them (by the changes' times, so a replay merges what the live stream
+// merged, not what arrives at once).
 type coalescer struct {
+	window  time.Duration
 	pending []*ChangeEvent
 	latest  map[string]*ChangeEvent // path → its mergeable pending event
+	first   map[string]time.Time    // path → when its mergeable event's first change was made
 }
 
 // add queues ev, merging it into the pending event of its path when the
-// same actor made both and no rename touched the path in between.
+// same actor made both, within the window, and no rename touched the path
+// in between.
 func (co *coalescer) add(ev ChangeEvent) {
 	if co.latest == nil {
-		co.latest = map[string]*ChangeEvent{}
+		co.latest, co.first = map[string]*ChangeEvent{}, map[string]time.Time{}
 	}
 	if ev.Kind == ChangeRenamed {
 		delete(co.latest, ev.Path)
@@ -112,7 +118,7 @@ func (co *coalescer) add(ev ChangeEvent) {
 		co.pending = append(co.pending, &ev)
 		return
 	}
-	if prev := co.latest[ev.Path]; prev != nil && sameActor(prev.Actor, ev.Actor) {
+	if prev := co.latest[ev.Path]; prev != nil && sameActor(prev.Actor, ev.Actor) && ev.at.Sub(co.first[ev.Path]) <= co.window {
 		prev.Kind = mergeKinds(prev.Kind, ev.Kind)
 		prev.Seq, prev.Version, prev.Actor = ev.Seq, ev.Version, ev.Actor
 		if prev.Kind == ChangeDeleted {
@@ -123,6 +129,7 @@ func (co *coalescer) add(ev ChangeEvent) {
 	p := &ev
 	co.pending = append(co.pending, p)
 	co.latest[ev.Path] = p
+	co.first[ev.Path] = ev.at
 }
 
 // take returns the pending events in seq order and empties the window.
@@ -135,6 +142,7 @@ func (co *coalescer) take() []ChangeEvent {
 	slices.SortFunc(out, func(a, b ChangeEvent) int { return cmp.Compare(a.Seq, b.Seq) })
 	co.pending = co.pending[:0]
 	clear(co.latest)
+	clear(co.first)
 	return out
 }
 

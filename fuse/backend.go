@@ -16,7 +16,8 @@ import (
 // the backend for the backing entry to read a path from, to prepare a path
 // for a change in place, and to make, remove and rename names. Entries are
 // always (directory descriptor, name) pairs reached without following a
-// symbolic link, whichever layer holds them.
+// symbolic link, whichever layer holds them. Its operations are quick: an
+// interrupt of the calling program (ctx ending) does not cut them short.
 type backend interface {
 	// entry is the backing entry rel is read from; the name need not
 	// exist (a stat of it is ENOENT), but its directory must.

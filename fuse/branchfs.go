@@ -276,7 +276,7 @@ func (bb *branchBackend) mkdir(ctx context.Context, rel string, mode uint32) (en
 	if _, err := bb.stat(rel); err == nil {
 		return entry{}, unix.EEXIST
 	}
-	if err := bb.b.Mkdir(ctx, rel, os.FileMode(mode&0o777)); err != nil {
+	if err := bb.b.Mkdir(context.WithoutCancel(ctx), rel, os.FileMode(mode&0o777)); err != nil {
 		return entry{}, branchErr(err)
 	}
 	return bb.upperEntry(rel)
@@ -286,7 +286,7 @@ func (bb *branchBackend) symlink(ctx context.Context, target, rel string) (entry
 	if _, err := bb.stat(rel); err == nil {
 		return entry{}, unix.EEXIST
 	}
-	if err := bb.b.Symlink(ctx, target, rel); err != nil {
+	if err := bb.b.Symlink(context.WithoutCancel(ctx), target, rel); err != nil {
 		return entry{}, branchErr(err)
 	}
 	return bb.upperEntry(rel)
@@ -297,7 +297,7 @@ func (bb *branchBackend) mknod(string, uint32, uint32) (entry, error) { return e
 func (bb *branchBackend) link(string, string) error { return unix.EXDEV }
 
 func (bb *branchBackend) unlink(ctx context.Context, rel string, _ entry) error {
-	return branchErr(bb.b.Remove(ctx, rel))
+	return branchErr(bb.b.Remove(context.WithoutCancel(ctx), rel))
 }
 
 func (bb *branchBackend) rmdir(ctx context.Context, rel string, _ entry) error {
@@ -308,7 +308,7 @@ func (bb *branchBackend) rmdir(ctx context.Context, rel string, _ entry) error {
 	if len(names) > 0 {
 		return unix.ENOTEMPTY
 	}
-	return branchErr(bb.b.RemoveDir(ctx, rel))
+	return branchErr(bb.b.RemoveDir(context.WithoutCancel(ctx), rel))
 }
 
 func (bb *branchBackend) rename(ctx context.Context, srcRel, dstRel string, _, _ entry, flags uint32) error {
@@ -320,7 +320,7 @@ func (bb *branchBackend) rename(ctx context.Context, srcRel, dstRel string, _, _
 		return err
 	}
 	id := bb.m.stableAttr(&src)
-	if err := bb.b.Rename(ctx, srcRel, dstRel, flags&unix.RENAME_NOREPLACE != 0); err != nil {
+	if err := bb.b.Rename(context.WithoutCancel(ctx), srcRel, dstRel, flags&unix.RENAME_NOREPLACE != 0); err != nil {
 		return branchErr(err)
 	}
 	bb.carry(dstRel, id)

@@ -70,7 +70,10 @@
 // (attribute timeout) and pages. An Engine observer invalidates, for each
 // socket mutation, the old inode's data and attributes (NotifyContent) and
 // the name (NotifyEntry, NotifyDelete for deletes), so `cat` right after an
-// agent's edit shows the new bytes (but see Deadlocks: an entry
+// agent's edit shows the new bytes. A name the kernel already resolves to
+// the file it holds keeps its entry (the watcher's news of a directory a
+// shell has entered since must not unhash the shell's working directory);
+// its attributes and its parent's listing are dropped (but see Deadlocks: an entry
 // notification can make a SIGKILLed daemon unkillable). When a name stays
 // cached anyway, operations on its node work on what the name holds now
 // (node.current); a node whose name is gone, or holds a file of another
@@ -168,8 +171,11 @@
 //     and flock locks are handled by the kernel for everyone using the mount
 //     (they do not conflict with programs using the backing directory).
 //   - Interrupts (a program receiving a signal, including the Go runtime's
-//     SIGURG) cancel the request context; records of completed mutations
-//     run on an uncancellable context so an interrupt never loses one.
+//     SIGURG) cancel the request context. Only real waits honour it (a
+//     file's lock, a branch commit), and only once they have gone on for
+//     interruptGrace past it: a quick metadata operation finishes instead
+//     of answering a spurious EINTR. Records of completed mutations run on
+//     an uncancellable context so an interrupt never loses one.
 //   - A crashed daemon leaves "transport endpoint is not connected";
 //     CleanupStale detaches such a mount before a new one. A killed daemon
 //     whose invalidation thread waits in the kernel for a directory lock

@@ -227,14 +227,20 @@ func euidIsRoot() bool { return os.Geteuid() == 0 }
 func fileID(st *unix.Stat_t) provider.FileID { return local.FileIDOf(st) }
 
 // lock takes the provider's per-target mutation locks of ts for the span of
-// a check-then-change sequence (see local.FS.Lock). A cancelled wait is
-// EINTR, as for any interrupted blocking call.
+// a check-then-change sequence (see local.FS.Lock). A wait that an
+// interrupt of the caller cuts short (patiently) is EINTR, as for any
+// interrupted blocking call.
 func (m *mountState) lock(ctx context.Context, ts ...provider.Target) (func(), syscall.Errno) {
 	keys := make([]provider.Key, len(ts))
 	for i, t := range ts {
 		keys[i] = t.Key
 	}
-	unlock, err := m.cfg.Local.Lock(ctx, keys...)
+	var unlock func()
+	err := patiently(ctx, func(ctx context.Context) error {
+		var err error
+		unlock, err = m.cfg.Local.Lock(ctx, keys...)
+		return err
+	})
 	if err != nil {
 		return nil, syscall.EINTR
 	}

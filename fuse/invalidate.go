@@ -152,14 +152,30 @@ func (iv *invalidator) forget(rel string, removed bool) {
 		}
 	}
 	var errno syscall.Errno
-	if removed && child != nil {
+	switch {
+	case removed && child != nil:
 		errno = parent.NotifyDelete(name, child)
-	} else {
+	case child != nil && iv.sameFile(rel, child):
+		// The kernel's entry resolves to the file the name holds (a
+		// change in place, or the watcher's late news of an entry the
+		// kernel has looked up since): dropping it would unhash the
+		// dentry a process may be sitting in (its getcwd then fails).
+	default:
 		errno = parent.NotifyEntry(name)
 	}
 	if errno != 0 {
 		iv.m.log.Debug("notify entry", "path", rel, "errno", errno)
 	}
+}
+
+// sameFile reports whether the name rel holds the very file the kernel
+// knows as child (same kind, inode number and birth time).
+func (iv *invalidator) sameFile(rel string, child *fs.Inode) bool {
+	bs, err := iv.m.be.stat(rel)
+	if err != nil {
+		return false
+	}
+	return iv.m.stableAttr(&bs) == child.StableAttr()
 }
 
 // writeBack is the policy.Preparer: before a socket mutation's guard hashes

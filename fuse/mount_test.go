@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/internal/proctest"
 	"github.com/dshmount/dshmount/overlay"
@@ -28,6 +29,27 @@ import (
 const childEnv = "DSH_FUSE_TEST_CHILD_MOUNT"
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(metaOpsEnv); dir != "" {
+		if err := runMetaOps(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		return
+	}
+	if dir := os.Getenv(cwdEnv); dir != "" {
+		if err := runInDir(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		return
+	}
+	if f := os.Getenv(chmodEnv); f != "" {
+		if err := unix.Chmod(f, 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "chmod:", err)
+			os.Exit(3)
+		}
+		return
+	}
 	if spec := os.Getenv(childEnv); spec != "" {
 		if err := runChildMount(spec); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -103,7 +103,7 @@ func TestBranch_WorkflowThroughTheDaemon(t *testing.T) {
 	assert.Equal(t, "b0\n", d.sh("cat b.txt")) // in the kernel's cache now
 	out, errOut, code = d.dsh("branch", "commit", "fix")
 	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "committed branch fix: 1 files")
+	assert.Contains(t, out, "committed branch fix: 1 file\n")
 	assert.Equal(t, "b1\n", d.sh("cat b.txt"), "the mount shows the commit at once")
 	logOut, _, _ := d.dsh("log", "b.txt", "--json")
 	assert.Contains(t, logOut, `"detail": "branch fix commit"`)

@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -331,4 +333,53 @@ func TestSeveralMachines_StaleRefusalNamesWhoChangedIt(t *testing.T) {
 	_, err = a.Client.Edit(ctx, control.EditParams{Path: "f.txt", OldString: "one", NewString: "three", Session: mine})
 	require.Equal(t, provider.CodeStaleVersion, provider.CodeOf(err), "got %v", err)
 	assert.Contains(t, provider.MessageOf(err), "by an edit from session "+string(theirs), "the refusal names who changed it: %v", err)
+}
+
+// TestSeveralMachines_DebiansEtcdServesTheREADMEsSetup runs the README's
+// way to an etcd ("Several machines": Debian's etcd-server, `etcd
+// --data-dir … --listen-client-urls … --advertise-client-urls …`) and a
+// daemon with --store etcd on it: a write through the socket shows on the
+// mount and in the shared audit log. It needs the etcd binary (apt-get
+// install etcd-server); the other etcd tests embed a member instead.
+func TestSeveralMachines_DebiansEtcdServesTheREADMEsSetup(t *testing.T) {
+	requireFUSE(t)
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Skip("no etcd on PATH (apt-get install etcd-server)")
+	}
+	port := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer func() { _ = l.Close() }()
+		return l.Addr().String()
+	}
+	client, peer := port(), port()
+	ctx, cancel := context.WithCancel(context.Background())
+	etcd := exec.CommandContext(ctx, bin, "--data-dir", t.TempDir(),
+		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+		// a second member's ports of its own, so the test runs beside any etcd of the machine
+		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
+		"--initial-cluster", "default=http://"+peer)
+	require.NoError(t, etcd.Start())
+	t.Cleanup(func() { cancel(); _ = etcd.Wait() })
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", client)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "etcd listens on %s", client)
+
+	d := startDaemon(t, daemonOptions{Args: []string{"--store", "etcd://" + client + "/team/ws1"}})
+	sess, err := d.Client.OpenSession(context.Background(), "agent")
+	require.NoError(t, err)
+	_, err = d.Client.Write(context.Background(), control.WriteParams{Path: "a.txt", Content: "hi\n", Session: sess})
+	require.NoError(t, err)
+	got, err := os.ReadFile(d.m("a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "hi\n", string(got))
+	log, err := d.Client.Log(context.Background(), control.LogParams{Path: "a.txt", Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, log.Entries, 1)
+	assert.Equal(t, sess, log.Entries[0].Session)
 }

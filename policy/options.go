@@ -57,7 +57,8 @@ type Options struct {
 	// reserved on disk ahead of use; a new lease is reserved in the
 	// background when half is used (default 10000).
 	LeaseBandwidth uint64
-	// RefusalInterval rate-limits refusal audit entries: at most one per
+	// RefusalInterval rate-limits the mount's refusal audit entries (each
+	// socket refusal is written): at most one per
 	// (session, path, code) per interval; the refusals left out are counted
 	// on the next entry of that key (default 1 s; negative: every refusal
 	// is recorded). The kernel retries an ESTALE open, and a looping

@@ -17,10 +17,12 @@ import (
 // sends them to no observer (they never reach a change feed or fs.watch),
 // and AuditQuery{Kind: AuditChanges} leaves them out.
 //
-// They are rate-limited per (session, path, code): the kernel retries an
-// ESTALE open, and a program may loop on EACCES. At most one entry per key
-// per Options.RefusalInterval is written; the next entry written for the key
-// carries the number left out in between (Suppressed).
+// Refusals on the mount are rate-limited per (session, path, code): the
+// kernel retries an ESTALE open, and a program may loop on EACCES. At most
+// one entry per key per Options.RefusalInterval is written; the next entry
+// written for the key carries the number left out in between (Suppressed).
+// A refusal on the socket (or over MCP) is one request an agent made and
+// may look for: each is written.
 
 // IsRefusal reports whether code means a change was refused rather than
 // failed: by the guard (FS_NOT_OBSERVED, FS_STALE_VERSION), by the caller's
@@ -70,7 +72,10 @@ func (e *Engine) auditRefusalTo(a Actor, op MutationOp, t provider.Target, to *p
 	}
 	s := e.store
 	now := s.opts.Now()
-	ok, suppressed := e.refusals.admit(refusalKey{session: a.Session, path: keyPath, code: code}, now)
+	ok, suppressed := true, uint64(0)
+	if a.Channel == ChannelMount {
+		ok, suppressed = e.refusals.admit(refusalKey{session: a.Session, path: keyPath, code: code}, now)
+	}
 	if !ok {
 		return false
 	}

@@ -140,8 +140,10 @@ func TestRefusal_FilesystemNotFoundIsNotARefusal(t *testing.T) {
 func TestRefusal_RateLimitedPerSessionPathAndCode(t *testing.T) {
 	ctx := context.Background()
 	e, ffs, clock := newClockedEngine(t, quietOptions())
+	// The limit is the mount's (the kernel's retries): actors on the mount.
 	a := openSession(t, e.Store())
 	b := openSession(t, e.Store())
+	a.Channel, b.Channel = ChannelMount, ChannelMount
 	f, g := ffs.target("f.txt"), ffs.target("g.txt")
 	ffs.put(f, "x\n")
 	ffs.put(g, "x\n")
@@ -178,6 +180,23 @@ func TestRefusal_RateLimitedPerSessionPathAndCode(t *testing.T) {
 	assert.Equal(t, provider.CodeNotObserved, got[0].Refused)
 	assert.Equal(t, a.Session, got[0].Actor.Session)
 	assert.Equal(t, uint64(100), got[0].Suppressed)
+}
+
+// TestRefusal_EverySocketRefusalIsRecorded: the rate limit is for the
+// kernel's retries on the mount; distinct socket requests refused within
+// one second are each an entry an agent may look for.
+func TestRefusal_EverySocketRefusalIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	e, ffs, _ := newClockedEngine(t, quietOptions())
+	a := openSession(t, e.Store())
+	require.Equal(t, ChannelSocket, a.Channel)
+	f := ffs.target("f.txt")
+	ffs.put(f, "x\n")
+	for range 5 {
+		_, err := e.Edit(ctx, a, f, provider.EditRequest{OldString: "x", NewString: "y"}, Guard{})
+		require.Equal(t, provider.CodeNotObserved, provider.CodeOf(err))
+	}
+	assert.Len(t, refusals(t, e.Store()), 5, "five refused requests in the same instant, five entries")
 }
 
 func TestRefusal_RateLimitOffRecordsEveryRefusal(t *testing.T) {

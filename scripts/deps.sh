@@ -21,9 +21,10 @@ what=${1:-test}
 #   kmod        modprobe fuse (.ci/run, when /dev/fuse is missing)
 #   procps      ps, for looking at stuck daemons
 #   perl        the request-count workloads (integration/requests_test.go)
+#   etcd-server the README's etcd (integration/several_machines_test.go)
 demo_pkgs=(python3:python3)
 test_pkgs=("${demo_pkgs[@]}" vim:vim attr:getfattr git:git make:make gcc:cc e2fsprogs:mke2fs
-  util-linux:setpriv kmod:modprobe procps:ps perl:perl)
+  util-linux:setpriv kmod:modprobe procps:ps perl:perl etcd-server:etcd)
 
 case $what in
   test) wanted=("${test_pkgs[@]}") ;;

@@ -54,6 +54,7 @@ type binRun struct {
 	stdin string
 	dir   string   // working directory ("" = the test's)
 	env   []string // added to the environment, which has no DSH_* variable and an empty run directory
+	gone  bool     // dir is removed after the binary's shell entered it (its getcwd fails)
 }
 
 // runBinary runs the built binary and returns its exit code, stdout and
@@ -62,6 +63,9 @@ func runBinary(t *testing.T, r binRun, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Dir = r.dir
+	if r.gone {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `cd "$0" && rmdir "$0" && exec "$@"`, r.dir, binary(t)}, args...)...)
+	}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DSH_") && !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") {
 			cmd.Env = append(cmd.Env, kv)

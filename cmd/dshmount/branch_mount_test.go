@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -15,9 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -267,4 +270,41 @@ func TestCLI_WatchBranchFollowsTheBranch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, exitFS, p.exit(t))
 	assert.Contains(t, p.stderr.String(), "branch feat was committed or discarded; the watch of it ended")
+}
+
+// TestBranchCLI_CommitConflictFromASubdirectoryNamesNoPath: `branch commit`
+// run in a subdirectory of the workspace reports the daemon's refusal
+// without taking the verb for a path ("hello/commit"), and --json lists
+// the conflicting paths.
+func TestBranchCLI_CommitConflictFromASubdirectoryNamesNoPath(t *testing.T) {
+	env, _ := newBranchCLIEnv(t)
+	hello := filepath.Join(env.root, "hello")
+	require.NoError(t, os.Mkdir(hello, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(hello, "a.txt"), []byte("a\n"), 0o644))
+	runDir := t.TempDir()
+	remove, err := registry.Register(runDir, registry.Entry{PID: os.Getpid(), Source: env.root, Socket: env.sock})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, remove()) }()
+	reg := []string{envRunDir + "=" + runDir}
+
+	code, out, stderr := runBinary(t, binRun{dir: hello, env: reg}, "session", "open", "--name", "s")
+	require.Equal(t, exitOK, code, stderr)
+	sess := append(reg, envSession+"="+strings.TrimSpace(out))
+	code, _, stderr = runBinary(t, binRun{dir: hello, env: sess}, "branch", "create", "feat")
+	require.Equal(t, exitOK, code, stderr)
+	code, _, stderr = runBinary(t, binRun{dir: hello, env: sess}, "read", "a.txt", "--branch", "feat")
+	require.Equal(t, exitOK, code, stderr)
+	code, _, stderr = runBinary(t, binRun{dir: hello, env: sess, stdin: "branch\n"}, "write", "a.txt", "--branch", "feat")
+	require.Equal(t, exitOK, code, stderr)
+	require.NoError(t, os.WriteFile(filepath.Join(hello, "a.txt"), []byte("workspace\n"), 0o644))
+
+	code, out, stderr = runBinary(t, binRun{dir: hello, env: sess}, "branch", "commit", "feat", "--json")
+	assert.Equal(t, exitFS, code, stderr)
+	assert.True(t, strings.HasPrefix(stderr, "FS_STALE_VERSION: "), stderr)
+	assert.NotContains(t, stderr, "commit:", "the verb is not a path")
+	var f failure
+	require.NoError(t, json.Unmarshal([]byte(out), &f), out)
+	assert.Equal(t, provider.CodeStaleVersion, f.Code)
+	assert.Empty(t, f.Path, "no path of the invocation is at fault")
+	assert.Equal(t, []string{"hello/a.txt"}, f.Conflicts)
 }

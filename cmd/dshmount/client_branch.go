@@ -86,7 +86,11 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		}
 		p := control.BranchCreateParams{Name: name}
 		if e.opts.mountDir != "" {
-			p.Mount, p.Cwd = absDir(e.opts.mountDir), shellDir()
+			wd, err := shellDir()
+			if err != nil {
+				return err
+			}
+			p.Mount, p.Cwd = absDir(e.opts.mountDir), wd
 		}
 		info, err := e.client.BranchCreate(ctx, p)
 		if err != nil {
@@ -103,7 +107,11 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 		if len(e.args) != 3 {
 			return &usageError{msg: "branch mount needs a branch name and a directory: dshmount branch mount NAME DIR"}
 		}
-		res, err := e.client.BranchMount(ctx, control.BranchMountParams{Name: name, Mount: absDir(e.args[2]), Cwd: shellDir()})
+		wd, err := shellDir()
+		if err != nil {
+			return err
+		}
+		res, err := e.client.BranchMount(ctx, control.BranchMountParams{Name: name, Mount: absDir(e.args[2]), Cwd: wd})
 		if err != nil {
 			return err
 		}
@@ -154,7 +162,7 @@ func doBranch(ctx context.Context, e *clientEnv) error {
 				}
 				fmt.Fprintf(w, "%s %s\n", what, f.Path)
 			}
-			fmt.Fprintf(w, "committed branch %s: %d files", name, len(res.Files))
+			fmt.Fprintf(w, "committed branch %s: %s", name, plural(len(res.Files), "file"))
 			if res.Kept {
 				fmt.Fprintf(w, " (the branch is kept, empty)")
 			}
@@ -342,4 +350,12 @@ func printApplyPatch(w io.Writer, page *control.BranchDiffResult) error {
 		}
 	}
 	return nil
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

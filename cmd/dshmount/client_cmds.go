@@ -106,6 +106,7 @@ type clientEnv struct {
 	unconditional bool
 	branch        string // --branch: act in this branch
 	opts          verbOpts
+	pathArgs      bool // args are paths (clientVerb.paths): a failure without one names args[0]
 }
 
 // usageError is a bad invocation (exit 2).
@@ -121,10 +122,14 @@ func (e *usageError) Error() string { return e.msg }
 func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	fs := flag.NewFlagSet("dshmount "+v.name, flag.ContinueOnError)
 	fs.SetOutput(sio.err)
-	e := &clientEnv{io: sio}
+	e := &clientEnv{io: sio, pathArgs: v.paths}
 	fs.StringVar(&e.socket, "socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
 	var session string
-	fs.StringVar(&session, "session", "", "session to act for (default $"+envSession+"; empty: a session private to this one call)")
+	sessionHelp := "session to act for (default $" + envSession + "; empty: a session private to this one call)"
+	if v.name == "log" {
+		sessionHelp = "only this session's entries (only when given here: $" + envSession + " does not apply to log)"
+	}
+	fs.StringVar(&session, "session", "", sessionHelp)
 	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
 	if v.paths && v.name != "log" {
 		fs.StringVar(&e.branch, "branch", "", "act in this branch (see 'dshmount branch') instead of the workspace")
@@ -151,7 +156,8 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\nExit status: 0 success, 1 filesystem error (code on stderr), 2 usage or connection error.\n")
 	}
-	pos, err := parseInterspersed(fs, args)
+	var pos []string
+	err := parseFlags(fs, sio, func() (err error) { pos, err = parseInterspersed(fs, args); return err })
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -193,7 +199,10 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	}
 	placed := false // e.cwd is where the shell is
 	if e.socket == "" {
-		p, ok := findDaemon()
+		p, ok, err := findDaemon()
+		if err != nil {
+			return e.report(v.name, err)
+		}
 		if !ok {
 			return e.report(v.name, &usageError{msg: "no control socket; " + noSocketHelp})
 		}
@@ -209,7 +218,9 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	defer client.Close()
 	e.client = client
 	if !e.opts.cwdSet && !placed && v.paths {
-		e.cwd = shellCwd(ctx, client, e.socket)
+		if e.cwd, err = shellCwd(ctx, client, e.socket); err != nil {
+			return e.report(v.name, err)
+		}
 	}
 	return e.report(v.name, v.do(ctx, e))
 }
@@ -236,7 +247,14 @@ func (e *clientEnv) report(verb string, err error) int {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return exitOK
 	}
-	f, code, line := describeFailure(verb, e.args, e.cwd, err)
+	if e.session == "" {
+		err = withoutSession(err)
+	}
+	args := e.args
+	if !e.pathArgs { // branch NAME, session ID: not paths
+		args = nil
+	}
+	f, code, line := describeFailure(verb, args, e.cwd, err)
 	fmt.Fprintln(e.io.err, line)
 	fmt.Fprint(e.io.err, control.ConflictHunksText(f.ConflictHunks))
 	if e.json {
@@ -245,6 +263,24 @@ func (e *clientEnv) report(verb string, err error) int {
 		_ = enc.Encode(f)
 	}
 	return code
+}
+
+// noSessionHelp explains FS_NOT_OBSERVED to a call made without a session.
+const noSessionHelp = "there is no session: without --session or $" + envSession +
+	" each dshmount call acts in a session of its own, so what an earlier call read does not count here; " +
+	"open one first: export " + envSession + "=$(dshmount session open --name NAME)"
+
+// withoutSession rewrites the FS_NOT_OBSERVED of a call made without a
+// session ("you have not read this file in this session" is true, but the
+// read the caller remembers was in another call's session).
+func withoutSession(err error) error {
+	var re *control.RPCError
+	if !errors.As(err, &re) || re.Code != provider.CodeNotObserved {
+		return err
+	}
+	c := *re
+	c.Message = noSessionHelp
+	return &c
 }
 
 // reportError prints err for a command without a client environment and

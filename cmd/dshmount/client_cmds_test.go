@@ -170,14 +170,14 @@ func TestCLI_UsageAndConnectionErrorsExitTwo(t *testing.T) {
 func TestCLI_HelpExplainsEachVerb(t *testing.T) {
 	env := newCLIEnv(t)
 	for _, v := range clientVerbs() {
-		code, _, stderr := env.run(t, "", v.name, "--help")
+		code, out, _ := env.run(t, "", v.name, "--help")
 		assert.Equal(t, exitOK, code, v.name)
-		assert.Contains(t, stderr, "Usage: dshmount "+v.name, v.name)
-		assert.Contains(t, stderr, "-socket", v.name)
+		assert.Contains(t, out, "Usage: dshmount "+v.name, v.name)
+		assert.Contains(t, out, "-socket", v.name)
 	}
-	code, _, stderr := env.run(t, "", "exec", "--help")
+	code, out, _ := env.run(t, "", "exec", "--help")
 	assert.Equal(t, exitOK, code)
-	assert.Contains(t, stderr, "Usage: dshmount exec")
+	assert.Contains(t, out, "Usage: dshmount exec")
 }
 
 func TestCLI_JSONAndPatchAndLog(t *testing.T) {
@@ -280,4 +280,28 @@ func TestCLI_LogRefusedSessionAndSince(t *testing.T) {
 	require.Len(t, res.Entries, 1, "only what came after the refusal")
 	assert.Equal(t, "b.txt", res.Entries[0].Path)
 	assert.Empty(t, res.Entries[0].Refused)
+}
+
+// TestCLI_ReadThenEditWithoutASessionSaysThereIsNone: without --session or
+// $DSH_SESSION each call has a session of its own, so an edit after a read
+// in an earlier call is FS_NOT_OBSERVED; the message says there is no
+// session and how to open one (not "you have not read this file").
+func TestCLI_ReadThenEditWithoutASessionSaysThereIsNone(t *testing.T) {
+	env := newCLIEnv(t)
+	require.NoError(t, os.WriteFile(filepath.Join(env.root, "a.txt"), []byte("a\n"), 0o644))
+	code, _, stderr := runBinary(t, binRun{}, "read", "a.txt", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	code, out, stderr := runBinary(t, binRun{}, "edit", "a.txt", "--old", "a", "--new", "b", "--socket", env.sock, "--json")
+	assert.Equal(t, exitFS, code)
+	assert.True(t, strings.HasPrefix(stderr, "FS_NOT_OBSERVED: a.txt: there is no session"), stderr)
+	assert.Contains(t, stderr, "export DSH_SESSION=$(dshmount session open --name NAME)")
+	assert.Contains(t, out, "there is no session", "--json says it too")
+
+	// With a session, the message is the guard's own.
+	code, sid, stderr := runBinary(t, binRun{}, "session", "open", "--name", "s", "--socket", env.sock)
+	require.Equal(t, exitOK, code, stderr)
+	code, _, stderr = runBinary(t, binRun{env: []string{envSession + "=" + strings.TrimSpace(sid)}},
+		"edit", "a.txt", "--old", "a", "--new", "b", "--socket", env.sock)
+	assert.Equal(t, exitFS, code)
+	assert.Contains(t, stderr, "you have not read this file in this session")
 }

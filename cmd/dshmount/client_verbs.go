@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -75,7 +76,7 @@ func clientVerbs() []clientVerb {
 				fs.Var(&o.exclude, "exclude", "leave out entries whose path matches `GLOB` (repeatable): '*.log' any file so named, 'build/out' that tree")
 				fs.BoolVar(&o.git, "git", false, "show the entries under .git/ directories too (hidden by default)")
 			},
-			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH, or with\n--path P about anything under P. Entries under .git/ directories (git's own objects,\nindex and refs) are left out unless --git is given or the path asked for is in .git.\nAn editor's save that writes a temporary file and renames it over the file shows as\none 'save' line (--json lists the entries as they are). With --session S (given on\nthe command line; $DSH_SESSION does not apply here) only S's entries. Refusals\nrepeated within a second (the kernel retries ESTALE) are logged once, the next entry\ncounting the ones left out."},
+			help: "Shows who changed what and when (mount and socket), and every refused attempt with\nits code and reason, newest first; optionally only the entries about PATH, or with\n--path P about anything under P (PATH and P are relative to the shell's directory\ninside the mount or the workspace, as for every verb; the entries show\nworkspace-relative paths). Entries under .git/ directories (git's own objects,\nindex and refs) are left out unless --git is given or the path asked for is in .git.\nAn editor's save that writes a temporary file and renames it over the file shows as\none 'save' line (--json lists the entries as they are). With --session S (given on\nthe command line; $DSH_SESSION does not apply here) only S's entries. Refusals on\nthe mount repeated within a second (the kernel retries ESTALE) are logged once, the\nnext entry counting the ones left out; every refused socket request is logged."},
 		branchVerb(),
 	}
 }
@@ -424,20 +425,27 @@ func doLog(ctx context.Context, e *clientEnv) error {
 	})
 }
 
+// saveWindow bounds an editor's save: the temporary file is written and
+// renamed over its destination within it.
+const saveWindow = 2 * time.Second
+
 // savedVia recognises an editor's save in entries (newest first): entry i
-// renames a temporary file over its destination, and the entries right
-// after it (older) create or write that temporary file for the same
-// session and channel. It returns how many such older entries belong to
-// the save (0: entry i is no save).
+// renames a temporary file (in the destination's directory, named after
+// it: .a.txt.swp, a.txt~, a.txt.tmp.123) over its destination, and the
+// entries right after it (older, within saveWindow) create or write that
+// temporary file for the same session and channel. It returns how many
+// such older entries belong to the save (0: entry i is no save; an
+// agent's create then move of two ordinary names shows as both).
 func savedVia(entries []control.LogEntry, i int) int {
 	r := entries[i]
-	if r.Refused != "" || r.To == "" || (r.Op != policy.OpRename && r.Op != policy.OpMove) {
+	if r.Refused != "" || r.To == "" || (r.Op != policy.OpRename && r.Op != policy.OpMove) || !tempOf(r.Path, r.To) {
 		return 0
 	}
 	n := 0
 	for j := i + 1; j < len(entries); j++ {
 		e := entries[j]
-		if e.Refused != "" || e.Path != r.Path || e.To != "" || e.Session != r.Session || e.Channel != r.Channel {
+		if e.Refused != "" || e.Path != r.Path || e.To != "" || e.Session != r.Session || e.Channel != r.Channel ||
+			r.Time.Sub(e.Time) > saveWindow {
 			break
 		}
 		switch e.Op {
@@ -448,4 +456,15 @@ func savedVia(entries []control.LogEntry, i int) int {
 		break
 	}
 	return n
+}
+
+// tempOf reports whether tmp is named like a temporary file of dst: in
+// the same directory, its name dst's with something after it, or with a
+// leading dot or # (.a.txt.swp, a.txt~, #a.txt#).
+func tempOf(tmp, dst string) bool {
+	if path.Dir(tmp) != path.Dir(dst) {
+		return false
+	}
+	name, base := strings.TrimLeft(path.Base(dst), ".#"), path.Base(tmp)
+	return name != "" && base != path.Base(dst) && strings.HasPrefix(strings.TrimLeft(base, ".#"), name)
 }

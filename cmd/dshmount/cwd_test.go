@@ -57,3 +57,31 @@ func TestCLI_RelativePathsFollowTheShellInsideTheWorkspace(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "no control socket; pass --socket PATH, set $DSH_SOCKET, or run it inside a mount or workspace of a running daemon")
 }
+
+// TestCLI_AWorkingDirectoryThatIsGoneIsAnErrorNotTheRoot: when getcwd
+// fails (the directory the shell sits in was removed, or a mount dropped
+// it), a relative path must not be resolved at the workspace root: the
+// verb fails with FS_NOT_FOUND saying so, and nothing is written.
+func TestCLI_AWorkingDirectoryThatIsGoneIsAnErrorNotTheRoot(t *testing.T) {
+	env := newCLIEnv(t)
+	gone := filepath.Join(env.root, "gone")
+	require.NoError(t, os.Mkdir(gone, 0o755))
+	code, out, stderr := runBinary(t, binRun{dir: gone, gone: true, stdin: "x\n"}, "write", "f", "--socket", env.sock, "--json")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "the working directory cannot be found (getwd: no such file or directory)")
+	assert.Contains(t, out, `"code": "FS_NOT_FOUND"`)
+	_, err := os.Stat(filepath.Join(env.root, "f"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "nothing written at the workspace root")
+
+	// Without --socket the daemon cannot be found from the directory either.
+	require.NoError(t, os.Mkdir(filepath.Join(env.root, "gone2"), 0o755))
+	code, _, stderr = runBinary(t, binRun{dir: filepath.Join(env.root, "gone2"), gone: true}, "read", "f")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "the working directory cannot be found")
+	assert.NotContains(t, stderr, "no control socket")
+
+	// An explicit --cwd needs no working directory.
+	require.NoError(t, os.Mkdir(filepath.Join(env.root, "gone3"), 0o755))
+	code, _, stderr = runBinary(t, binRun{dir: filepath.Join(env.root, "gone3"), gone: true, stdin: "y\n"}, "write", "g", "--socket", env.sock, "--cwd", "")
+	assert.Equal(t, exitOK, code, stderr)
+}

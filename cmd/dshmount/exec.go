@@ -91,7 +91,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, sio, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -119,7 +119,11 @@ Flags:
 		return exitUsage
 	}
 	if *socket == "" {
-		p, ok := findDaemon()
+		p, ok, err := findDaemon()
+		if err != nil {
+			fmt.Fprintf(sio.err, "dshmount exec: %v\n", err)
+			return exitUsage
+		}
 		if !ok {
 			fmt.Fprintf(sio.err, "dshmount exec: no control socket; %s\n", noSocketHelp)
 			return exitUsage

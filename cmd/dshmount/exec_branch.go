@@ -41,7 +41,11 @@ func branchWorkDir(ctx context.Context, client *control.Client, name string, sio
 	if err != nil {
 		return "", err
 	}
-	rel, wd := ".", shellDir()
+	rel := "."
+	wd, err := shellDir()
+	if err != nil {
+		return "", err
+	}
 	if p, ok := registry.Locate(registry.Entry{Mount: st.Mount, Source: st.Source}, wd); ok {
 		rel = p.Rel
 	} else {

@@ -30,32 +30,37 @@ func fsmonitorCommand() command {
 // 2 TOKEN` in the root of a worktree on a mount or on the workspace
 // directory of a running daemon prints the new token, a NUL, then every
 // path changed since TOKEN (NUL-terminated, relative to the worktree), or
-// "/" when the daemon cannot vouch for TOKEN. Any failure exits non-zero:
-// git then scans everything itself.
+// "/" when the daemon cannot vouch for TOKEN. Where no running daemon
+// serves the worktree (outside any mount, the daemon is down) it answers
+// "/" without a word: git then scans by itself, and every git command
+// would otherwise print the same error. A daemon that fails to answer
+// gets one line on stderr, and "/" too.
 func runFsmonitor(ctx context.Context, args []string, sio stdio) int {
 	fs := flag.NewFlagSet("fsmonitor", flag.ContinueOnError)
 	fs.SetOutput(sio.err)
 	socket := fs.String("socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the working directory)")
 	noSync := fs.Bool("no-sync", false, "do not wait for the daemon's watcher to catch up first: faster, but a change made in the workspace\ndirectory in the last few milliseconds may be reported only by the next call")
 	fs.Usage = func() {
-		fmt.Fprint(sio.err, `Usage: dshmount fsmonitor [--socket PATH] [--no-sync] 2 TOKEN
+		fmt.Fprint(fs.Output(), `Usage: dshmount fsmonitor [--socket PATH] [--no-sync] 2 TOKEN
 
 git's core.fsmonitor hook (protocol version 2), served by the daemon of the
 mount or workspace the worktree lies in. git runs it in the worktree's root;
 it prints a new token, a NUL, then every path changed since TOKEN relative to
 the worktree (directories also with a trailing slash), each NUL-terminated, or
 "/" (rescan everything) when TOKEN is empty, of another daemon run, or older
-than the daemon can vouch for. The daemon must run with --watch, else every
-answer is "/". Set it up in a repository with:
+than the daemon can vouch for, and quietly when no running daemon serves the
+worktree. The daemon must run with --watch, else every answer is "/". Set it
+up in a repository with:
 
   git config core.fsmonitor "dshmount fsmonitor"
+  git config core.fsmonitorHookVersion 2
   git config core.untrackedCache true
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, sio, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -73,18 +78,23 @@ Flags:
 	token := fs.Arg(1)
 	ctx, cancel := context.WithTimeout(ctx, fsmonitorTimeout)
 	defer cancel()
+	everything := func() int {
+		if _, err := sio.out.Write(fsmonitor.EverythingResponse(fsmonitor.NoDaemonToken)); err != nil {
+			return exitFS
+		}
+		return exitOK
+	}
 	wd, err := os.Getwd()
 	if err != nil {
-		fmt.Fprintf(sio.err, "dshmount fsmonitor: working directory: %v\n", err)
-		return exitFS
+		fmt.Fprintf(sio.err, "dshmount fsmonitor: working directory: %v (git scans the worktree itself)\n", err)
+		return everything()
 	}
 	if *socket == "" {
 		*socket = os.Getenv(envSocket)
 	}
 	place, client, err := hookDaemon(ctx, wd, *socket)
 	if err != nil {
-		fmt.Fprintf(sio.err, "dshmount fsmonitor: %v (git scans the worktree itself)\n", err)
-		return exitFS
+		return everything() // no daemon serves the worktree
 	}
 	defer client.Close()
 	_, onMount := registry.Locate(registry.Entry{Mount: place.Mount}, wd)
@@ -92,7 +102,7 @@ Flags:
 	res, err := client.Changes(ctx, p)
 	if err != nil {
 		fmt.Fprintf(sio.err, "dshmount fsmonitor: ask the daemon at %s what changed: %v (git scans the worktree itself)\n", place.Socket, err)
-		return exitFS
+		return everything()
 	}
 	if _, err := sio.out.Write(fsmonitor.Response(res, place.Rel)); err != nil {
 		return exitFS

@@ -2,48 +2,55 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/control/registry"
+	"github.com/dshmount/dshmount/provider"
 )
 
 // noSocketHelp ends the message for a command that found no daemon.
 const noSocketHelp = "pass --socket PATH, set $" + envSocket + ", or run it inside a mount or workspace of a running daemon"
 
-// shellDir returns the caller's working directory, absolute ("" when it
-// cannot be known).
-func shellDir() string {
+// shellDir returns the caller's working directory, absolute, or a
+// FS_NOT_FOUND usage error when it cannot be known (getcwd fails: the
+// directory was removed or renamed): relative paths and the daemon to ask
+// are found from it, and guessing would change files elsewhere.
+func shellDir() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return ""
+		return "", &usageError{code: provider.CodeNotFound, msg: fmt.Sprintf(
+			"the working directory cannot be found (%v): it was removed or renamed; cd to it again or pass --cwd DIR (and --socket PATH)", err)}
 	}
-	return wd
+	return wd, nil
 }
 
 // findDaemon returns the running daemon whose mount or workspace contains
-// the working directory, from the registry the daemons write.
-func findDaemon() (registry.Place, bool) {
-	wd := shellDir()
-	if wd == "" {
-		return registry.Place{}, false
+// the working directory, from the registry the daemons write; the error
+// is shellDir's.
+func findDaemon() (registry.Place, bool, error) {
+	wd, err := shellDir()
+	if err != nil {
+		return registry.Place{}, false, err
 	}
 	p, ok, err := registry.Find(registry.DefaultDir(), wd)
 	if err != nil {
-		return registry.Place{}, false
+		return registry.Place{}, false, nil
 	}
-	return p, ok
+	return p, ok, nil
 }
 
 // shellCwd returns the workspace-relative directory of the working
 // directory when it is inside the mount or the workspace of the daemon
 // behind socket ("" otherwise: relative paths then start at the workspace
-// root). It looks in the registry first, then asks the daemon.
-func shellCwd(ctx context.Context, client *control.Client, socket string) string {
-	wd := shellDir()
-	if wd == "" {
-		return ""
+// root). It looks in the registry first, then asks the daemon. The error
+// is shellDir's.
+func shellCwd(ctx context.Context, client *control.Client, socket string) (string, error) {
+	wd, err := shellDir()
+	if err != nil {
+		return "", err
 	}
 	abs, err := filepath.Abs(socket)
 	if err == nil {
@@ -51,15 +58,15 @@ func shellCwd(ctx context.Context, client *control.Client, socket string) string
 			for _, e := range entries {
 				if filepath.Clean(e.Socket) == abs {
 					p, _ := registry.Locate(e, wd)
-					return p.Rel
+					return p.Rel, nil
 				}
 			}
 		}
 	}
 	st, err := client.Status(ctx)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	p, _ := registry.Locate(registry.Entry{Mount: st.Mount, Source: st.Source}, wd)
-	return p.Rel
+	return p.Rel, nil
 }

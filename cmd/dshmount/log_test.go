@@ -18,12 +18,7 @@ import (
 func TestCLI_LogPathFiltersHideGitAndGroupSaves(t *testing.T) {
 	env := newCLIEnv(t)
 	s := env.openSession(t, "editor")
-	do := func(stdin string, args ...string) string {
-		t.Helper()
-		code, out, stderr := runBinary(t, binRun{stdin: stdin}, append(args, "--socket", env.sock, "--session", s)...)
-		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
-		return out
-	}
+	do := binaryAs(t, env, s)
 	do("ref\n", "write", ".git/refs/heads/main")
 	do("package a\n", "write", "src/a.go")
 	do("noise\n", "write", "src/build.log")
@@ -54,4 +49,40 @@ func TestCLI_LogPathFiltersHideGitAndGroupSaves(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(do("", "log", "--json")), &res))
 	require.Len(t, res.Entries, 4, "--json lists the entries as they are, .git hidden")
 	assert.Equal(t, ".a.txt.tmp", res.Entries[1].Path)
+}
+
+// TestCLI_LogShowsAnAgentsCreateThenMoveAsBoth: a file created under an
+// ordinary name and then moved is two operations, not an editor's save
+// (only a temporary file named after its destination, renamed over it at
+// once, is grouped).
+func TestCLI_LogShowsAnAgentsCreateThenMoveAsBoth(t *testing.T) {
+	env := newCLIEnv(t)
+	s := env.openSession(t, "agent")
+	do := binaryAs(t, env, s)
+	do("notes\n", "write", "notes_a.txt")
+	do("", "mv", "notes_a.txt", "notes.txt")
+	out := do("", "log")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Regexp(t, `^\s+\d+  \S+ \S+  move     notes_a\.txt -> notes\.txt  by socket`, lines[0])
+	assert.Regexp(t, `^\s+\d+  \S+ \S+  write    notes_a\.txt  by socket`, lines[1])
+	assert.NotContains(t, out, "save")
+}
+
+func TestTempOf(t *testing.T) {
+	for tmp, want := range map[string]bool{".a.txt.tmp": true, "a.txt~": true, ".a.txt.swp": true, "a.txt.tmp.123": true,
+		"#a.txt#": true, "notes_a.txt": false, "a.txt": false, "sub/.a.txt.tmp": false, "b.txt": false} {
+		assert.Equal(t, want, tempOf(tmp, "a.txt"), tmp)
+	}
+}
+
+// binaryAs returns a runner of the built binary on env's socket for
+// session s that requires success and returns stdout.
+func binaryAs(t *testing.T, env *cliEnv, s string) func(stdin string, args ...string) string {
+	return func(stdin string, args ...string) string {
+		t.Helper()
+		code, out, stderr := runBinary(t, binRun{stdin: stdin}, append(args, "--socket", env.sock, "--session", s)...)
+		require.Equal(t, exitOK, code, "%v: %s", args, stderr)
+		return out
+	}
 }

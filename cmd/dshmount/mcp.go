@@ -33,7 +33,7 @@ func runMCP(ctx context.Context, args []string, std stdio) int {
 	branchName := fs.String("branch", "", "make every tool act in this branch (see 'dshmount branch') instead of the workspace")
 	verbose := fs.Bool("v", false, "log each request to stderr")
 	fs.Usage = func() {
-		fmt.Fprint(std.err, `Usage: dshmount mcp [--socket PATH] [--session NAME] [--cwd DIR] [--branch NAME]
+		fmt.Fprint(fs.Output(), `Usage: dshmount mcp [--socket PATH] [--session NAME] [--cwd DIR] [--branch NAME]
 
 Serve the guarded workspace as a Model Context Protocol server on stdin and
 stdout, for an agent client (Claude Code, Codex, ...). The tools are read,
@@ -49,7 +49,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, std, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -66,7 +66,11 @@ Flags:
 	fs.Visit(func(f *flag.Flag) { cwdSet = cwdSet || f.Name == "cwd" })
 	placed := false
 	if *socket == "" {
-		p, ok := findDaemon()
+		p, ok, err := findDaemon()
+		if err != nil {
+			fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
+			return exitUsage
+		}
 		if !ok {
 			fmt.Fprintf(std.err, "dshmount mcp: no control socket; %s\n", noSocketHelp)
 			return exitUsage
@@ -93,7 +97,10 @@ Flags:
 	}
 	defer client.Close()
 	if !cwdSet && !placed {
-		*cwd = shellCwd(ctx, client, *socket)
+		if *cwd, err = shellCwd(ctx, client, *socket); err != nil {
+			fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
+			return exitUsage
+		}
 	}
 	transport := mcp.StdioTransport(std.in, std.out)
 	err = mcp.Run(ctx, mcp.Config{Daemon: client, SessionName: name, Cwd: *cwd, Branch: *branchName, Logger: logger, Version: buildVersion()}, transport)

@@ -41,7 +41,7 @@ const defaultMemoryLimit = 128 << 20
 
 // runServe parses the flags and runs the daemon until ctx ends.
 func runServe(ctx context.Context, args []string, sio stdio) int {
-	cfg, err := parseServeArgs(args, sio.err)
+	cfg, err := parseServeArgs(args, sio.out, sio.err)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

@@ -133,12 +133,12 @@ func (f uidsFlag) Set(v string) error {
 }
 
 // parseServeArgs parses `serve [flags] SOURCE MOUNTPOINT`.
-func parseServeArgs(args []string, stderr io.Writer) (serveConfig, error) {
+func parseServeArgs(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	cfg := serveConfig{Passthrough: true, BindCgroups: true}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: dshmount serve [flags] SOURCE MOUNTPOINT
+		fmt.Fprint(fs.Output(), `Usage: dshmount serve [flags] SOURCE MOUNTPOINT
 
 Mounts a guarded view of the workspace SOURCE at MOUNTPOINT and serves the
 control socket, in the foreground. Prints "ready mount=… socket=…" once the
@@ -188,10 +188,11 @@ Flags:
 	fs.BoolVar(&cfg.Watch, "watch", true, "watch the workspace directory: a change made there directly (git checkout, an editor on the real path) shows through the mount at once and is audited with channel external; needs one inotify watch per directory (raised as root, else the error names the sysctl); --watch=false turns it off (out-of-band changes then show after the cache timeouts and are not audited)")
 	fs.IntVar(&cfg.WatchMaxPending, "watch-max-pending", local.DefaultTreeMaxPending, "paths the watcher collects in one 20 ms window; beyond it (or when the kernel's event queue overflows) it rescans the workspace directory and records what changed")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
-	fs.DurationVar(&cfg.EntryTO, "entry-timeout", fuse.DefaultEntryTimeout,
-		"how long the kernel caches names (default "+fuse.WatchedTimeout.String()+" with --watch, which drops every changed name at once)")
-	fs.DurationVar(&cfg.AttrTO, "attr-timeout", fuse.DefaultAttrTimeout,
-		"how long the kernel caches attributes (default "+fuse.WatchedTimeout.String()+" with --watch)")
+	fs.DurationVar(&cfg.EntryTO, "entry-timeout", 0,
+		"how long the kernel caches names (default "+fuse.WatchedTimeout.String()+" with --watch, which drops every changed name at once; "+
+			fuse.DefaultEntryTimeout.String()+" without)")
+	fs.DurationVar(&cfg.AttrTO, "attr-timeout", 0,
+		"how long the kernel caches attributes (default "+fuse.WatchedTimeout.String()+" with --watch; "+fuse.DefaultAttrTimeout.String()+" without)")
 	fs.DurationVar(&cfg.NegTO, "negative-timeout", 0,
 		"how long the kernel caches that a name does not exist (default: the entry timeout with --watch, not at all without)")
 	fs.BoolVar(&cfg.DirCache, "dir-cache", true, "let the kernel cache directory listings (with --watch only: every change to a directory, from the mount, the socket or outside, drops its listing)")
@@ -222,7 +223,7 @@ Flags:
 	fs.IntVar(&cfg.DirFDs, "dir-fds", fuse.DefaultDirFDs,
 		"with --watch, backing directory descriptors the mount keeps open, so a request below a kept directory skips resolving its path (least recently used closed beyond it; 0: none); counted in the descriptor limit")
 	durability := fs.String("durability", "fsync", "agent writes: fsync (file and directory, survives a crash) or none (atomic, not durable; faster)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, stdio{out: stdout, err: stderr}, func() error { return fs.Parse(args) }); err != nil {
 		return serveConfig{}, err
 	}
 	cfg.cacheDefaults(fs)
@@ -402,6 +403,12 @@ func (c *serveConfig) cacheDefaults(fs *flag.FlagSet) {
 		}
 	}
 	if !c.Watch {
+		if !set["entry-timeout"] {
+			c.EntryTO = fuse.DefaultEntryTimeout
+		}
+		if !set["attr-timeout"] {
+			c.AttrTO = fuse.DefaultAttrTimeout
+		}
 		c.DirCache = false
 		c.DirFDs = 0 // nothing would report a directory moved out of band
 	}

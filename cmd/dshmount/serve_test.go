@@ -60,7 +60,7 @@ func TestServeConfig_DefaultsLiveInOnePlace(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", xdg)
 
 	cfg, err := parseServeArgs([]string{"--hide", ".git", "--hide", "*.key", "--read-only", "docs",
-		"--allow-uid", "1000", "--allow-uid", "1001", src, mnt}, io.Discard)
+		"--allow-uid", "1000", "--allow-uid", "1001", src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, []string{".git", "*.key"}, cfg.Hide)
 	assert.Equal(t, []string{"docs"}, cfg.ReadOnly)
@@ -85,9 +85,9 @@ func TestServeConfig_DefaultsLiveInOnePlace(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--socket")
 
-	_, err = parseServeArgs([]string{src}, io.Discard)
+	_, err = parseServeArgs([]string{src}, io.Discard, io.Discard)
 	require.Error(t, err)
-	_, err = parseServeArgs([]string{"--allow-uid", "bob", src, mnt}, io.Discard)
+	_, err = parseServeArgs([]string{"--allow-uid", "bob", src, mnt}, io.Discard, io.Discard)
 	require.Error(t, err)
 }
 
@@ -179,7 +179,7 @@ func TestServe_MountsServesAndShutsDownOnCancel(t *testing.T) {
 // default_permissions is always on, and that POSIX ACLs are not supported.
 func TestServe_HelpSaysWhenAllowOtherIsNeeded(t *testing.T) {
 	var help bytes.Buffer
-	_, err := parseServeArgs([]string{"--help"}, &help)
+	_, err := parseServeArgs([]string{"--help"}, &help, io.Discard)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	text := strings.Join(strings.Fields(help.String()), " ")
 	for _, want := range []string{
@@ -204,7 +204,7 @@ func TestServeConfig_AllowUIDNeedsARootDaemon(t *testing.T) {
 func TestServeConfig_SocketLimitFlags(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := parseServeArgs([]string{"--max-connections", "8", "--max-pending-bytes", "1000000", "--max-request-bytes", "1000",
-		"--request-timeout", "2s", "--idle-timeout", "1m", dir, dir}, io.Discard)
+		"--request-timeout", "2s", "--idle-timeout", "1m", dir, dir}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 8, cfg.MaxConnections)
 	assert.Equal(t, int64(1000000), cfg.MaxPendingBytes)
@@ -217,7 +217,7 @@ func TestServeConfig_SocketLimitFlags(t *testing.T) {
 		{"--request-timeout", "0s"},
 		{"--idle-timeout", "-1s"},
 	} {
-		_, err := parseServeArgs(append(bad, dir, dir), io.Discard)
+		_, err := parseServeArgs(append(bad, dir, dir), io.Discard, io.Discard)
 		assert.Error(t, err, "%v", bad)
 	}
 }
@@ -236,10 +236,10 @@ func TestServeConfig_DescriptorBudgetKeepsTheMountsShare(t *testing.T) {
 func TestServeConfig_TheWorkspaceWatcherIsOnByDefault(t *testing.T) {
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "project"), filepath.Join(dir, "mnt")
-	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard)
+	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.True(t, cfg.Watch, "out-of-band changes are watched unless turned off")
-	cfg, err = parseServeArgs([]string{"--watch=false", src, mnt}, io.Discard)
+	cfg, err = parseServeArgs([]string{"--watch=false", src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.False(t, cfg.Watch, "--watch=false turns it off")
 }
@@ -247,27 +247,27 @@ func TestServeConfig_TheWorkspaceWatcherIsOnByDefault(t *testing.T) {
 func TestServeConfig_KernelCachesAreLongOnlyWithTheWatcher(t *testing.T) {
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "project"), filepath.Join(dir, "mnt")
-	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard)
+	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, fuse.WatchedTimeout, cfg.EntryTO)
 	assert.Equal(t, fuse.WatchedTimeout, cfg.AttrTO)
 	assert.Equal(t, fuse.WatchedTimeout, cfg.NegTO, "missing names are cached as long as names")
 	assert.True(t, cfg.DirCache)
 
-	cfg, err = parseServeArgs([]string{"--watch=false", src, mnt}, io.Discard)
+	cfg, err = parseServeArgs([]string{"--watch=false", src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, fuse.DefaultEntryTimeout, cfg.EntryTO, "nothing drops an out-of-band change: short timeouts")
 	assert.Equal(t, fuse.DefaultAttrTimeout, cfg.AttrTO)
 	assert.Zero(t, cfg.NegTO, "no missing-name cache without the watcher")
 	assert.False(t, cfg.DirCache, "no listing cache without the watcher")
 
-	cfg, err = parseServeArgs([]string{"--entry-timeout", "2s", src, mnt}, io.Discard)
+	cfg, err = parseServeArgs([]string{"--entry-timeout", "2s", src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, cfg.EntryTO, "an explicit timeout is kept")
 	assert.Equal(t, 2*time.Second, cfg.NegTO, "missing names follow the entry timeout")
 	assert.Equal(t, fuse.WatchedTimeout, cfg.AttrTO)
 
-	_, err = parseServeArgs([]string{"--readdirplus", "sometimes", src, mnt}, io.Discard)
+	_, err = parseServeArgs([]string{"--readdirplus", "sometimes", src, mnt}, io.Discard, io.Discard)
 	require.Error(t, err)
 }
 
@@ -294,17 +294,17 @@ func TestServeConfig_DirectoryDescriptorsFitUnderTheLimit(t *testing.T) {
 func TestServeConfig_DirectoryDescriptorsNeedTheWatcher(t *testing.T) {
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "project"), filepath.Join(dir, "mnt")
-	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard)
+	cfg, err := parseServeArgs([]string{src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, fuse.DefaultDirFDs, cfg.DirFDs)
 	assert.False(t, cfg.DirFDsSet)
-	cfg, err = parseServeArgs([]string{"--watch=false", "--dir-fds", "100", src, mnt}, io.Discard)
+	cfg, err = parseServeArgs([]string{"--watch=false", "--dir-fds", "100", src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Zero(t, cfg.DirFDs, "nothing would report a directory moved out of band")
-	cfg, err = parseServeArgs([]string{"--dir-fds", "100", src, mnt}, io.Discard)
+	cfg, err = parseServeArgs([]string{"--dir-fds", "100", src, mnt}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 100, cfg.DirFDs)
 	assert.True(t, cfg.DirFDsSet)
-	_, err = parseServeArgs([]string{"--dir-fds", "-1", src, mnt}, io.Discard)
+	_, err = parseServeArgs([]string{"--dir-fds", "-1", src, mnt}, io.Discard, io.Discard)
 	assert.Error(t, err)
 }

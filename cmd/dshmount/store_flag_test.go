@@ -60,7 +60,7 @@ func TestStoreFlag_RefusesBadValues(t *testing.T) {
 		require.Error(t, err, c.name)
 		assert.Contains(t, err.Error(), c.want, c.name)
 	}
-	_, err := parseServeArgs([]string{"--store", "etcd://nohost/x", "src", "mnt"}, io.Discard)
+	_, err := parseServeArgs([]string{"--store", "etcd://nohost/x", "src", "mnt"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "not HOST:PORT", "serve refuses a bad --store before it starts")
 }
 

@@ -32,7 +32,7 @@ func runUnmount(_ context.Context, args []string, sio stdio) int {
 	wait := fs.Duration("wait", 15*time.Second, "how long to wait for the daemon to exit once unmounted (0: do not wait)")
 	abort := fs.Bool("abort", false, "for a hung mount whose daemon no longer answers: abort its FUSE connection\n(programs waiting on it get an error), then detach it (root)")
 	fs.Usage = func() {
-		fmt.Fprint(sio.err, `Usage: dshmount unmount [--lazy | --abort] [--wait D] MOUNTPOINT
+		fmt.Fprint(fs.Output(), `Usage: dshmount unmount [--lazy | --abort] [--wait D] MOUNTPOINT
 
 Unmounts a dshmount mount; its daemon then exits, and unmount waits for that
 (up to --wait; it says so when the daemon did not exit). A mount whose daemon was
@@ -43,7 +43,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, sio, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

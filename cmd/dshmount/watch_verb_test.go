@@ -172,15 +172,15 @@ func TestCLI_WatchHelpAndServeRetentionFlags(t *testing.T) {
 	assert.Contains(t, serve, "-feed-max-entries")
 
 	dir := t.TempDir()
-	cfg, err := parseServeArgs([]string{dir, dir}, io.Discard)
+	cfg, err := parseServeArgs([]string{dir, dir}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, policy.DefaultFeedRetention, cfg.FeedRetention)
 	assert.Equal(t, uint64(policy.DefaultFeedMaxEntries), cfg.FeedMaxEntries)
-	cfg, err = parseServeArgs([]string{"--feed-retention", "2h", "--feed-max-entries", "50", dir, dir}, io.Discard)
+	cfg, err = parseServeArgs([]string{"--feed-retention", "2h", "--feed-max-entries", "50", dir, dir}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Hour, cfg.FeedRetention)
 	assert.Equal(t, uint64(50), cfg.FeedMaxEntries)
-	_, err = parseServeArgs([]string{"--feed-retention", "-1h", dir, dir}, io.Discard)
+	_, err = parseServeArgs([]string{"--feed-retention", "-1h", dir, dir}, io.Discard, io.Discard)
 	assert.Error(t, err)
 }
 

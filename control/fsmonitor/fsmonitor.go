@@ -25,6 +25,11 @@ const HookVersion = "2"
 // Everything is the answer that makes git rescan the whole worktree.
 const Everything = "/"
 
+// NoDaemonToken is the token of an answer given without a daemon (none
+// serves the worktree): no daemon vouches for it, so the next answer of
+// one is "/" too.
+const NoDaemonToken = control.ChangesTokenPrefix + "none"
+
 // Relative maps the workspace-relative path p to a path relative to the
 // worktree, itself workspace-relative ("." or "" for the workspace root).
 // It reports false for paths outside the worktree and for the worktree

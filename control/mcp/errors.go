@@ -54,6 +54,8 @@ func (c *Conn) explain(ctx context.Context, err error, op, path string) error {
 	}
 	if re.Path != "" {
 		path = re.Path
+	} else if path != "" {
+		path = c.displayPath(ctx, path) // workspace-relative, as the audit log and c.seen name it
 	}
 	switch {
 	case re.Code == provider.CodeStaleVersion && path != "":
@@ -95,7 +97,8 @@ func (c *Conn) staleText(ctx context.Context, path string) string {
 // newestEntry returns the newest change of path in the audit log.
 func (c *Conn) newestEntry(ctx context.Context, path string) (control.LogEntry, bool) {
 	changes := false // a refusal (this one, most likely) changed nothing
-	res, err := c.cfg.Daemon.Log(ctx, control.LogParams{Path: path, Cwd: c.cfg.Cwd, Limit: 1, Refused: &changes})
+	// path is workspace-relative (a display path): no Cwd.
+	res, err := c.cfg.Daemon.Log(ctx, control.LogParams{Path: path, Limit: 1, Refused: &changes})
 	if err != nil {
 		c.log.Warn("cannot read the audit log", "path", path, "err", err)
 		return control.LogEntry{}, false

@@ -32,6 +32,9 @@ type testDaemon struct {
 	admin *control.Client
 	// branch, when set, is the branch connect's agents act in.
 	branch string
+	// cwd, when set, is the directory connect's agents were started in
+	// (Config.Cwd).
+	cwd string
 }
 
 // quietLogger discards logs.
@@ -126,7 +129,7 @@ func (d *testDaemon) connectVia(t *testing.T, name string, wrap func(*control.Cl
 	ctx := context.Background()
 	client, err := control.Dial(d.socket)
 	require.NoError(t, err)
-	conn, err := mcp.Open(ctx, mcp.Config{Daemon: wrap(client), SessionName: name, Logger: quietLogger(), Branch: d.branch})
+	conn, err := mcp.Open(ctx, mcp.Config{Daemon: wrap(client), SessionName: name, Logger: quietLogger(), Branch: d.branch, Cwd: d.cwd})
 	require.NoError(t, err)
 	serverT, clientT := sdk.NewInMemoryTransports()
 	done := make(chan error, 1)

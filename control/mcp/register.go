@@ -33,7 +33,7 @@ type toolSpec struct {
 // validates the arguments itself, so that bad arguments produce a tool
 // error starting with FS_INVALID_ARGUMENT and the tool's usage, the same
 // shape as every other failure.
-func addTool[In, Out any](s *sdk.Server, spec toolSpec, h toolFunc[In, Out]) error {
+func addTool[In, Out any](s *sdk.Server, base string, spec toolSpec, h toolFunc[In, Out]) error {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
 		return fmt.Errorf("input schema of %s: %w", spec.tool.Name, err)
@@ -53,7 +53,11 @@ func addTool[In, Out any](s *sdk.Server, spec toolSpec, h toolFunc[In, Out]) err
 	if err != nil {
 		return fmt.Errorf("output schema of %s: %w", spec.tool.Name, err)
 	}
+	for _, p := range in.Properties {
+		p.Description = placed(p.Description, base)
+	}
 	t := *spec.tool
+	t.Description = placed(t.Description, base)
 	t.InputSchema = in
 	t.OutputSchema = out
 	name := t.Name
@@ -115,4 +119,17 @@ func cleanSchemaError(err error) string {
 // errorResult is an isError tool result with one text block.
 func errorResult(text string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
+}
+
+// placed rewrites what a tool's texts say of relative paths for a server
+// whose relative paths start at base (Config.Cwd, workspace-relative), not
+// at the workspace root.
+func placed(text, base string) string {
+	if base == "" || base == "." {
+		return text
+	}
+	text = strings.ReplaceAll(text, `"." is the workspace root`,
+		`"." is `+base+`, the directory this server was started in, not the workspace root`)
+	return strings.ReplaceAll(text, "relative to the workspace root",
+		"relative to "+base+" (the directory this server was started in; the workspace root is above it)")
 }

@@ -149,15 +149,15 @@ func Run(ctx context.Context, cfg Config, t sdk.Transport) error {
 // addTools registers every tool.
 func (c *Conn) addTools() error {
 	return errors.Join(
-		addTool(c.server, readSpec, c.read),
-		addTool(c.server, writeSpec, c.write),
-		addTool(c.server, editSpec, c.edit),
-		addTool(c.server, patchSpec, c.applyPatch),
-		addTool(c.server, moveSpec, c.move),
-		addTool(c.server, deleteSpec, c.delete),
-		addTool(c.server, listSpec, c.list),
-		addTool(c.server, statSpec, c.stat),
-		addTool(c.server, branchRebaseSpec, c.branchRebase),
+		addTool(c.server, c.cfg.Cwd, readSpec, c.read),
+		addTool(c.server, c.cfg.Cwd, writeSpec, c.write),
+		addTool(c.server, c.cfg.Cwd, editSpec, c.edit),
+		addTool(c.server, c.cfg.Cwd, patchSpec, c.applyPatch),
+		addTool(c.server, c.cfg.Cwd, moveSpec, c.move),
+		addTool(c.server, c.cfg.Cwd, deleteSpec, c.delete),
+		addTool(c.server, c.cfg.Cwd, listSpec, c.list),
+		addTool(c.server, c.cfg.Cwd, statSpec, c.stat),
+		addTool(c.server, c.cfg.Cwd, branchRebaseSpec, c.branchRebase),
 	)
 }
 

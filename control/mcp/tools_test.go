@@ -445,3 +445,41 @@ func TestTools_ArgumentErrorsAreForPeople(t *testing.T) {
 		assert.NotContains(t, text, ".000000")
 	}
 }
+
+// TestMCP_StartedInASubdirectoryBlamesTheRightParty: a server started in a
+// subdirectory of the workspace (Claude Code starts servers in the project
+// directory) names who made the change a stale refusal is about, as one
+// started at the root does, and its list tool does not claim "." is the
+// workspace root.
+func TestMCP_StartedInASubdirectoryBlamesTheRightParty(t *testing.T) {
+	d := startDaemon(t)
+	d.writeFile(t, "sub/a.txt", "one\ntwo\n")
+	d.cwd = "sub"
+	a := d.connect(t, "agent")
+	a.ok(t, mcp.ToolRead, map[string]any{"path": "a.txt"})
+	ctx := context.Background()
+	id, err := d.admin.OpenSession(ctx, "other-agent")
+	require.NoError(t, err)
+	defer func() { _ = d.admin.CloseSession(ctx, id) }()
+	_, err = d.admin.Read(ctx, control.ReadParams{Path: "sub/a.txt", Session: id})
+	require.NoError(t, err)
+	_, err = d.admin.Edit(ctx, control.EditParams{Path: "sub/a.txt", OldString: "two", NewString: "2", Session: id})
+	require.NoError(t, err)
+
+	text := a.fail(t, mcp.ToolEdit, map[string]any{"path": "a.txt", "old_string": "one", "new_string": "1"})
+	assert.True(t, strings.HasPrefix(text, "FS_STALE_VERSION: sub/a.txt changed since you read it ("), text)
+	assert.Contains(t, text, `("other-agent") over the socket`)
+	assert.NotContains(t, text, "outside dshmount")
+
+	res, err := a.cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	for _, tool := range res.Tools {
+		assert.NotContains(t, tool.Description, `"." is the workspace root`, tool.Name)
+		if tool.Name == mcp.ToolList {
+			assert.Contains(t, tool.Description, `"." is sub, the directory this server was started in`)
+		}
+		b, err := json.Marshal(tool.InputSchema)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), "relative to the workspace root", tool.Name)
+	}
+}

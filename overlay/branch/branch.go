@@ -68,18 +68,13 @@ func (b *Branch) Created() time.Time { return b.created }
 // relative paths in the branch.
 func (b *Branch) Root() string { return b.lower.Root() }
 
-// Changed returns how many paths the branch changed.
+// Changed returns how many files the branch changed: the files Files
+// lists (branch list and branch diff count alike; a renamed file is one, a
+// removed directory is each file in it).
 func (b *Branch) Changed() int {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	n := 0
-	for _, e := range b.entries {
-		if e.Kind == kindDir && e.Base == BaseAbsent {
-			continue // a parent made for a new file
-		}
-		n++
-	}
-	return n
+	return len(b.fileChanges())
 }
 
 // IsKey reports whether k is a target key of some branch (not of the

@@ -335,3 +335,27 @@ func TestBranch_ConcurrentUse(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("new %d\n", i), e.get(fmt.Sprintf("d/f%02d.txt", i)))
 	}
 }
+
+// TestChanged_CountsTheFilesTheDiffLists: branch list's count is the
+// number of files branch diff lists (a rename is one file, a removed
+// directory each file in it), not the branch's records.
+func TestChanged_CountsTheFilesTheDiffLists(t *testing.T) {
+	e := newEnv(t)
+	e.put("a.txt", "a\n")
+	e.put("d/x.txt", "x\n")
+	e.put("d/y.txt", "y\n")
+	e.put("d/z.txt", "z\n")
+	b, err := e.m.Create("c")
+	require.NoError(t, err)
+	ctx := context.Background()
+	bread(t, b, "a.txt")
+	require.NoError(t, b.Rename(ctx, "a.txt", "b.txt", false))
+	for _, f := range []string{"d/x.txt", "d/y.txt", "d/z.txt"} {
+		bdelete(t, b, f)
+	}
+	require.NoError(t, b.RemoveDir(ctx, "d"))
+	files, err := b.Files(ctx)
+	require.NoError(t, err)
+	t.Logf("files: %+v", files)
+	assert.Equal(t, len(files), b.Changed())
+}

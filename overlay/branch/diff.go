@@ -56,6 +56,12 @@ func (b *Branch) Files(ctx context.Context) ([]FileChange, error) {
 	if err := b.usable("diff", ""); err != nil {
 		return nil, err
 	}
+	_ = ctx
+	return b.fileChanges(), nil
+}
+
+// fileChanges is Files; b.mu is held.
+func (b *Branch) fileChanges() []FileChange {
 	cs := b.changeSet()
 	writes := map[string]Change{}
 	deleted := map[string]bool{}
@@ -93,8 +99,7 @@ func (b *Branch) Files(ctx context.Context) ([]FileChange, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	_ = ctx
-	return out, nil
+	return out
 }
 
 // Diff returns the page [offset, offset+limit) of Files (limit 0: all)

@@ -65,7 +65,7 @@ type Manager struct {
 type Info struct {
 	Name    string
 	Created time.Time
-	Changed int // paths the branch changed
+	Changed int // files the branch changed (Branch.Changed)
 }
 
 // Open opens the branches kept under stateDir for the workspace lower:
