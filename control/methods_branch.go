@@ -87,6 +87,9 @@ func (s *Server) inBranch(ctx context.Context, c *conn, session policy.SessionID
 			return ctx, nil
 		}
 	}
+	if _, err := s.ownedBranch(c, name); err != nil {
+		return ctx, err
+	}
 	eng, err := s.branchEngine(name)
 	if err != nil {
 		return ctx, err
@@ -153,12 +156,12 @@ func (s *Server) branchCreate(ctx context.Context, c *conn, params json.RawMessa
 		return nil, errNoBranches
 	}
 	if p.Mount == "" {
-		b, err := s.br.mgr.Create(p.Name)
+		b, err := s.br.mgr.CreateFor(p.Name, c.peer().UID)
 		if err != nil {
 			return nil, err
 		}
-		s.log.Info("branch created", "branch", p.Name)
-		return BranchInfo{Name: b.Name(), Created: b.Created()}, nil
+		s.log.Info("branch created", "branch", p.Name, "owner", b.Owner())
+		return BranchInfo{Name: b.Name(), Created: b.Created(), Owner: b.Owner()}, nil
 	}
 	if s.br.mounts.mounter == nil {
 		return nil, errNoBranchMounts
@@ -173,7 +176,7 @@ func (s *Server) branchCreate(ctx context.Context, c *conn, params json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.br.mgr.Create(p.Name)
+	b, err := s.br.mgr.CreateFor(p.Name, c.peer().UID)
 	if err != nil {
 		return nil, err
 	}
@@ -184,12 +187,12 @@ func (s *Server) branchCreate(ctx context.Context, c *conn, params json.RawMessa
 		s.br.forget(p.Name)
 		return nil, err
 	}
-	s.log.Info("branch created", "branch", p.Name, "mount", dir)
-	return BranchInfo{Name: b.Name(), Created: b.Created(), Mount: dir}, nil
+	s.log.Info("branch created", "branch", p.Name, "mount", dir, "owner", b.Owner())
+	return BranchInfo{Name: b.Name(), Created: b.Created(), Mount: dir, Owner: b.Owner()}, nil
 }
 
-// branchList lists the branches.
-func (s *Server) branchList(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+// branchList lists the branches the peer may act on.
+func (s *Server) branchList(_ context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p Empty
 	if err := decodeParams(MethodBranchList, params, &p); err != nil {
 		return nil, err
@@ -199,14 +202,17 @@ func (s *Server) branchList(_ context.Context, _ *conn, params json.RawMessage) 
 	}
 	res := BranchListResult{Branches: []BranchInfo{}}
 	for _, i := range s.br.mgr.List() {
+		if !s.owns(c.peer().UID, i.Owner) {
+			continue
+		}
 		res.Branches = append(res.Branches, BranchInfo{Name: i.Name, Created: i.Created, Changed: i.Changed,
-			Mount: s.br.mounts.mountedAt(i.Name)})
+			Mount: s.br.mounts.mountedAt(i.Name), Owner: i.Owner})
 	}
 	return res, nil
 }
 
 // branchDiff returns one page of a branch's changes and their diff.
-func (s *Server) branchDiff(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) branchDiff(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p BranchDiffParams
 	if err := decodeParams(MethodBranchDiff, params, &p); err != nil {
 		return nil, err
@@ -217,10 +223,7 @@ func (s *Server) branchDiff(ctx context.Context, _ *conn, params json.RawMessage
 	if p.Limit == 0 {
 		p.Limit = DefaultDiffLimit
 	}
-	if s.br.mgr == nil {
-		return nil, errNoBranches
-	}
-	b, err := s.br.mgr.Get(p.Name)
+	b, err := s.ownedBranch(c, p.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -250,6 +253,9 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 	}
 	a, err := c.actorFor(policy.SessionID(p.Session))
 	if err != nil {
+		return nil, err
+	}
+	if _, err := s.ownedBranch(c, p.Name); err != nil {
 		return nil, err
 	}
 	mounted := ""
@@ -340,7 +346,7 @@ func conflictError(err error) error {
 }
 
 // branchDiscard drops a branch.
-func (s *Server) branchDiscard(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) branchDiscard(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p BranchNameParams
 	if err := decodeParams(MethodBranchDiscard, params, &p); err != nil {
 		return nil, err
@@ -351,7 +357,7 @@ func (s *Server) branchDiscard(ctx context.Context, _ *conn, params json.RawMess
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
-	if _, err := s.br.mgr.Get(p.Name); err != nil {
+	if _, err := s.ownedBranch(c, p.Name); err != nil {
 		return nil, err
 	}
 	mounted, err := s.unmountBranch(ctx, p.Name)

@@ -29,6 +29,9 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 		return nil, invalidParams("session name contains a NUL byte")
 	}
 	if p.Branch != "" {
+		if _, err := s.ownedBranch(c, p.Branch); err != nil {
+			return nil, err
+		}
 		if _, err := s.branchEngine(p.Branch); err != nil {
 			return nil, err
 		}

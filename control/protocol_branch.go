@@ -51,6 +51,7 @@ type BranchInfo struct {
 	Created time.Time `json:"created"`
 	Mount   string    `json:"mount,omitempty"` // where the branch is mounted now
 	Changed int       `json:"changed"`         // paths the branch changed
+	Owner   uint32    `json:"owner"`           // uid that created it; it, root and the daemon's uid may act on it
 }
 
 // BranchListResult is the result of branch.list, by name.
