@@ -87,7 +87,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	ctlCfg := control.Config{
 		SocketPath: cfg.Socket, AllowUIDs: cfg.AllowUIDs,
 		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
-		MaxConnections: cfg.MaxConnections, MaxPendingBytes: cfg.MaxPendingBytes,
+		MaxConnections: cfg.MaxConnections, MaxConnectionsPerUID: cfg.MaxConnectionsPerUID, MaxPendingBytes: cfg.MaxPendingBytes,
 		RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.IdleTimeout,
 	}
 	fds, err := raiseDescriptorLimit(ctlCfg, log)

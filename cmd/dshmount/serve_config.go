@@ -66,6 +66,9 @@ type serveConfig struct {
 	BindCgroups bool
 	// MaxConnections bounds concurrent control connections (0: default).
 	MaxConnections int
+	// MaxConnectionsPerUID bounds the connections of one uid other than
+	// root and the daemon's (0: a quarter of MaxConnections).
+	MaxConnectionsPerUID int
 	// MaxPendingBytes bounds the request bytes held across connections
 	// (0: default).
 	MaxPendingBytes int64
@@ -164,7 +167,8 @@ it sees and uses only the sessions it opened, and binds only its own
 processes. The socket is then opened to it (0666, its directory
 searchable); serve refuses to start if UID cannot reach it.
 
-The socket's resources are bounded: --max-connections, --max-pending-bytes,
+The socket's resources are bounded: --max-connections (and
+--max-connections-per-uid for each other uid), --max-pending-bytes,
 --request-timeout and --idle-timeout below. The descriptor limit is raised
 to its hard limit at start, and serve refuses to start unless it leaves
 1024 descriptors for the mount beyond what the socket may hold.
@@ -202,6 +206,8 @@ Flags:
 		"largest control request line the daemon accepts, in bytes (longer lines are refused without being buffered)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", control.DefaultMaxConnections,
 		"most control connections served at once; the next is answered with an error and closed")
+	fs.IntVar(&cfg.MaxConnectionsPerUID, "max-connections-per-uid", 0,
+		"most control connections of one uid other than root and the daemon's; those uids together also leave this many for root and the daemon's uid (0: a quarter of --max-connections)")
 	fs.Int64Var(&cfg.MaxPendingBytes, "max-pending-bytes", control.DefaultMaxPendingBytes,
 		"most bytes of unanswered request lines the daemon holds across all connections; a line past it is refused and dropped (at least --max-request-bytes)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", control.DefaultRequestTimeout,
@@ -234,6 +240,8 @@ Flags:
 	switch {
 	case cfg.MaxConnections <= 0:
 		return serveConfig{}, fmt.Errorf("--max-connections must be positive, not %d", cfg.MaxConnections)
+	case cfg.MaxConnectionsPerUID < 0 || cfg.MaxConnectionsPerUID > cfg.MaxConnections:
+		return serveConfig{}, fmt.Errorf("--max-connections-per-uid must be between 1 and --max-connections (%d), or 0 for a quarter of it; not %d", cfg.MaxConnections, cfg.MaxConnectionsPerUID)
 	case cfg.MaxPendingBytes < cfg.MaxRequestBytes:
 		return serveConfig{}, fmt.Errorf("--max-pending-bytes (%d) must be at least --max-request-bytes (%d)", cfg.MaxPendingBytes, cfg.MaxRequestBytes)
 	case cfg.RequestTimeout <= 0:

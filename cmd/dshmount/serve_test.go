@@ -203,16 +203,19 @@ func TestServeConfig_AllowUIDNeedsARootDaemon(t *testing.T) {
 
 func TestServeConfig_SocketLimitFlags(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := parseServeArgs([]string{"--max-connections", "8", "--max-pending-bytes", "1000000", "--max-request-bytes", "1000",
+	cfg, err := parseServeArgs([]string{"--max-connections", "8", "--max-connections-per-uid", "3", "--max-pending-bytes", "1000000", "--max-request-bytes", "1000",
 		"--request-timeout", "2s", "--idle-timeout", "1m", dir, dir}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 8, cfg.MaxConnections)
+	assert.Equal(t, 3, cfg.MaxConnectionsPerUID)
 	assert.Equal(t, int64(1000000), cfg.MaxPendingBytes)
 	assert.Equal(t, 2*time.Second, cfg.RequestTimeout)
 	assert.Equal(t, time.Minute, cfg.IdleTimeout)
 
 	for _, bad := range [][]string{
 		{"--max-connections", "0"},
+		{"--max-connections", "8", "--max-connections-per-uid", "9"},
+		{"--max-connections-per-uid", "-1"},
 		{"--max-pending-bytes", "10", "--max-request-bytes", "20"},
 		{"--request-timeout", "0s"},
 		{"--idle-timeout", "-1s"},
