@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
@@ -302,6 +303,7 @@ func (c serveConfig) resolve(log *slog.Logger) (serveConfig, error) {
 	// A dead mount left by a crashed daemon cannot even be stat'ed; clear it
 	// before resolving the path. A killed daemon stuck in the kernel keeps
 	// its mount hung instead of dead: abort its connection first.
+	stateDefaulted := c.StateDir == ""
 	if c, err = c.withStateDir(); err != nil {
 		return c, err
 	}
@@ -328,7 +330,10 @@ func (c serveConfig) resolve(log *slog.Logger) (serveConfig, error) {
 	case within(src, mp):
 		return c, fmt.Errorf("SOURCE %s is inside MOUNTPOINT %s; the mount would hide the workspace from the daemon, choose another mountpoint", src, mp)
 	}
-	return c.defaults()
+	if c, err = c.defaults(); err != nil {
+		return c, err
+	}
+	return c, checkOwnDirsOutside(c, registry.DefaultDir(), stateDefaulted)
 }
 
 // withStateDir fills the default state directory (one per source) and
@@ -354,11 +359,9 @@ func (c serveConfig) withStateDir() (serveConfig, error) {
 	return c, nil
 }
 
-// defaults checks the state directory and fills the socket path.
+// defaults fills the socket path (checkOwnDirsOutside checks where it
+// and the state directory are).
 func (c serveConfig) defaults() (serveConfig, error) {
-	if within(c.StateDir, c.Mountpoint) || c.StateDir == c.Mountpoint {
-		return c, fmt.Errorf("state directory %s is inside MOUNTPOINT; choose another --state", c.StateDir)
-	}
 	if c.Socket == "" {
 		c.Socket = filepath.Join(c.StateDir, "run", "control.sock")
 	}
@@ -369,9 +372,6 @@ func (c serveConfig) defaults() (serveConfig, error) {
 	if len(c.Socket) > maxSocketPath {
 		return c, fmt.Errorf("socket path %s is %d bytes, longer than a Unix socket address holds (%d); pass a shorter --socket",
 			c.Socket, len(c.Socket), maxSocketPath)
-	}
-	if within(c.Socket, c.Mountpoint) {
-		return c, fmt.Errorf("socket %s is inside MOUNTPOINT; choose another --socket", c.Socket)
 	}
 	if c.Grace < 0 {
 		c.Grace = 0
