@@ -106,9 +106,9 @@ Flags:
 		return exitUsage
 	}
 	if *socket == "" {
-		p, ok := findDaemon()
-		if !ok {
-			fmt.Fprintf(sio.err, "dshmount exec: no control socket; %s\n", noSocketHelp)
+		p, err := findDaemon()
+		if err != nil {
+			fmt.Fprintf(sio.err, "dshmount exec: %v\n", err)
 			return exitUsage
 		}
 		*socket = p.Socket

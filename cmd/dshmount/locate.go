@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -23,17 +25,36 @@ func shellDir() string {
 }
 
 // findDaemon returns the running daemon whose mount or workspace contains
-// the working directory, from the registry the daemons write.
-func findDaemon() (registry.Place, bool) {
+// the working directory, from the registry the daemons write; the error
+// says why none was found ("no control socket; …").
+func findDaemon() (registry.Place, error) {
+	noSocket := errors.New("no control socket; " + noSocketHelp)
 	wd := shellDir()
 	if wd == "" {
-		return registry.Place{}, false
+		return registry.Place{}, noSocket
 	}
-	p, ok, err := registry.Find(registry.DefaultDir(), wd)
+	dir, err := trustedRunDir()
 	if err != nil {
-		return registry.Place{}, false
+		return registry.Place{}, fmt.Errorf("no control socket: %w; %s", err, noSocketHelp)
 	}
-	return p, ok
+	p, ok, err := registry.Find(dir, wd)
+	switch {
+	case err != nil:
+		return registry.Place{}, fmt.Errorf("no control socket: %w; %s", err, noSocketHelp)
+	case !ok:
+		return registry.Place{}, noSocket
+	}
+	return p, nil
+}
+
+// trustedRunDir is this user's run directory, checked (registry.CheckDir)
+// unless $DSH_RUN_DIR names it.
+func trustedRunDir() (string, error) {
+	dir := registry.DefaultDir()
+	if os.Getenv(registry.EnvRunDir) != "" {
+		return dir, nil
+	}
+	return dir, registry.CheckDir(dir, os.Getuid())
 }
 
 // shellCwd returns the workspace-relative directory of the working
@@ -47,7 +68,7 @@ func shellCwd(ctx context.Context, client *control.Client, socket string) string
 	}
 	abs, err := filepath.Abs(socket)
 	if err == nil {
-		if entries, err := registry.List(registry.DefaultDir()); err == nil {
+		if entries, err := registry.List(registry.DefaultDir()); err == nil { // the socket is the caller's choice; only the place is read
 			for _, e := range entries {
 				if filepath.Clean(e.Socket) == abs {
 					p, _ := registry.Locate(e, wd)
