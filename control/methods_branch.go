@@ -227,14 +227,22 @@ func (s *Server) branchDiff(ctx context.Context, c *conn, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	page, err := b.Diff(ctx, p.Offset, p.Limit)
+	// The daemon's rules of this run, which may be newer than the branch.
+	hidden := func(rel string) bool { return s.viewAccess(rel) == overlay.Hidden }
+	page, err := b.DiffWith(ctx, p.Offset, p.Limit, hidden)
 	if err != nil {
 		return nil, fmt.Errorf("diff branch %s: %w", p.Name, err)
 	}
 	res := BranchDiffResult{Files: make([]BranchFile, 0, len(page.Files)), Diff: page.Diff, Total: page.Total}
 	for _, f := range page.Files {
-		res.Files = append(res.Files, BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary,
-			Conflict: f.Conflict, NoBase: f.NoBase})
+		bf := BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary,
+			Conflict: f.Conflict, NoBase: f.NoBase}
+		for _, rel := range []string{f.From, f.Path} {
+			if a := s.viewAccess(rel); rel != "" && a != overlay.Visible && (bf.Access == "" || a == overlay.Hidden) {
+				bf.Access = a.String()
+			}
+		}
+		res.Files = append(res.Files, bf)
 	}
 	if next := p.Offset + len(page.Files); next < page.Total {
 		res.Next = &next
@@ -302,9 +310,9 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 	return branch.Hooks{
 		Announce: func(ctx context.Context, ts []provider.Target) { s.engine.Announce(ctx, ts...) },
 		Allow: func(rel string) error {
-			if v, ok := s.fs.(*overlay.View); ok && v.Access(rel) != overlay.Visible {
+			if a := s.viewAccess(rel); a != overlay.Visible {
 				return provider.NewError(provider.CodeSandboxDenied, "commit", rel, nil,
-					"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, v.Access(rel), detail)
+					"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, a, detail)
 			}
 			return nil
 		},
@@ -331,6 +339,16 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 			}
 		},
 	}
+}
+
+// viewAccess is what the daemon's workspace view (its rules of this run)
+// allows on rel: the one rule branch.diff and branch.commit apply to a
+// branch made under older rules.
+func (s *Server) viewAccess(rel string) overlay.Access {
+	if v, ok := s.fs.(*overlay.View); ok {
+		return v.Access(rel)
+	}
+	return overlay.Visible
 }
 
 // conflictError turns a commit conflict into an FS_STALE_VERSION error

@@ -90,6 +90,10 @@ type BranchFile struct {
 	Binary   bool   `json:"binary,omitempty"`
 	Conflict bool   `json:"conflict,omitempty"`
 	NoBase   bool   `json:"no_base,omitempty"`
+	// Access is "hidden" or "read-only" when the daemon's view no longer
+	// lets the branch change this path (its rules changed since): a
+	// commit is refused. A hidden file's content is not in the diff.
+	Access string `json:"access,omitempty"`
 }
 
 // BranchDiffResult is one page of branch.diff: its files and their
