@@ -26,6 +26,12 @@ type ProcessBinder interface {
 	Bind(session policy.SessionID, pid int) error
 }
 
+// BindingLister is a ProcessBinder that also lists its bindings
+// (daemon.status shows them).
+type BindingLister interface {
+	Bindings() []BindingInfo
+}
+
 // Config configures a Server. SocketPath and Engine are required.
 type Config struct {
 	SocketPath      string         // where to listen; its directory is created 0700 when missing

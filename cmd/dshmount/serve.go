@@ -273,6 +273,15 @@ func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 	return err
 }
 
+// Bindings implements control.BindingLister.
+func (b bindNotifier) Bindings() []control.BindingInfo {
+	var out []control.BindingInfo
+	for _, st := range b.reg.List() {
+		out = append(out, control.BindingInfo{Session: st.Session, PID: st.PID, Cgroup: st.Cgroup, TreeGone: st.TreeGone})
+	}
+	return out
+}
+
 // bindingSweepEvery is how often the daemon drops the bindings whose
 // processes have all exited (and removes their empty cgroups).
 const bindingSweepEvery = 30 * time.Second
