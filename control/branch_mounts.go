@@ -104,7 +104,7 @@ func (s *Server) branchMount(ctx context.Context, c *conn, params json.RawMessag
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
-	b, err := s.br.mgr.Get(p.Name)
+	b, err := s.ownedBranch(c, p.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (s *Server) branchMount(ctx context.Context, c *conn, params json.RawMessag
 
 // branchUnmount serves branch.unmount: the mount goes, and so does its
 // record (the daemon no longer mounts it when it starts).
-func (s *Server) branchUnmount(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) branchUnmount(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p BranchNameParams
 	if err := decodeParams(MethodBranchUnmount, params, &p); err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (s *Server) branchUnmount(ctx context.Context, _ *conn, params json.RawMess
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
-	b, err := s.br.mgr.Get(p.Name)
+	b, err := s.ownedBranch(c, p.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dshmount/dshmount/policy"
 )
 
@@ -24,13 +26,18 @@ const maxInflight = 32
 // conn is one client connection: its peer identity, its implicit session,
 // its watches and a serialized writer.
 type conn struct {
-	s      *Server
-	id     uint64
-	nc     *net.UnixConn
-	actor  policy.Actor // peer uid/pid; Session filled per request
-	creds  *creds       // the peer's filesystem credentials; nil: requests run as the daemon
-	ctx    context.Context
-	cancel context.CancelFunc
+	s     *Server
+	id    uint64
+	nc    *net.UnixConn
+	actor policy.Actor // peer uid/pid; Session filled per request
+	creds *creds       // the peer's filesystem credentials; nil: requests run as the daemon
+	// limitUID is the uid the connection counts against (connlimit.go);
+	// cred and credErr are its peer's credentials, read once on accept.
+	limitUID uint32
+	cred     *unix.Ucred
+	credErr  error
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	wmu sync.Mutex
 	w   *bufio.Writer
@@ -69,11 +76,10 @@ func (c *conn) serve(serverCtx context.Context) {
 	defer stop()
 
 	log := c.s.log.With("conn", c.id)
-	lookup := peerCred
-	if c.s.hooks.peerCred != nil {
-		lookup = c.s.hooks.peerCred
+	cred, err := c.cred, c.credErr
+	if cred == nil && err == nil { // made without newConn (tests)
+		cred, _, err = c.s.connPeer(c.nc)
 	}
-	cred, err := lookup(c.nc)
 	if err == nil {
 		err = checkPeer(cred, c.s.uid, c.s.cfg.AllowUIDs)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -156,4 +157,50 @@ func TestConfig_PendingBoundBelowRequestBoundIsRefused(t *testing.T) {
 	_, err := NewServer(Config{SocketPath: env.sock + "2", Engine: env.engine, MaxRequestBytes: 2 << 20, MaxPendingBytes: 1 << 20})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pending-bytes")
+}
+
+// TestConnections_OneUIDCannotLockOthersOut is item 7 of issue 28: with 8
+// connections at most, one other uid holds 2 (a quarter), other uids
+// together 6 (2 kept for root and the daemon's uid), and the refusal
+// names the limit hit.
+func TestConnections_OneUIDCannotLockOthersOut(t *testing.T) {
+	q := &peerQueue{}
+	if os.Geteuid() != 0 {
+		t.Skip("the fake peer uids need a root daemon")
+	}
+	env := newTestEnv(t, withPeers(q), func(c *Config) {
+		c.MaxConnections = 8
+		c.AllowUIDs = append(c.AllowUIDs, 65531, 65532, 65533)
+	})
+	as := func(uid uint32) *rawConn {
+		q.push(uid)
+		return env.raw(t)
+	}
+	refused := func(rc *rawConn, want string) {
+		t.Helper()
+		r := rc.recv(t)
+		require.NotNil(t, r.Error, "refused")
+		assert.Equal(t, CodeUnavailable, r.Error.Code)
+		assert.Contains(t, r.Error.Message, want)
+		rc.requireHungUp(t)
+	}
+	var held []*rawConn
+	for _, uid := range []uint32{65531, 65531, 65532, 65532, 65533, 65533} {
+		rc := as(uid)
+		require.Nil(t, rc.call(t, statusLine).Error, "uid %d", uid)
+		held = append(held, rc)
+	}
+	refused(as(65531), "uid 65531 already holds 2 connections (the daemon's --max-connections-per-uid)")
+	q.push(65534) // not allowed, counted as an uid of its own: the reserve refuses it first
+	refused(env.raw(t), "reserve of 2")
+	for i := 0; i < 2; i++ {
+		rc := env.raw(t) // the daemon's own uid
+		require.Nil(t, rc.call(t, statusLine).Error, "the daemon's uid is served from the reserve")
+		held = append(held, rc)
+	}
+	refused(env.raw(t), "already serves 8 connections (its --max-connections)")
+	require.NoError(t, held[0].c.Close())
+	require.Eventually(t, func() bool { return env.srv.connCount() < 8 }, 10*time.Second, time.Millisecond)
+	rc := as(65531)
+	assert.Nil(t, rc.call(t, statusLine).Error, "a slot given back is usable again")
 }

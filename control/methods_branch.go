@@ -89,6 +89,9 @@ func (s *Server) inBranch(ctx context.Context, c *conn, session policy.SessionID
 			return ctx, nil
 		}
 	}
+	if _, err := s.ownedBranch(c, name); err != nil {
+		return ctx, err
+	}
 	eng, err := s.branchEngine(name)
 	if err != nil {
 		return ctx, err
@@ -156,12 +159,12 @@ func (s *Server) branchCreate(ctx context.Context, c *conn, params json.RawMessa
 		return nil, errNoBranches
 	}
 	if p.Mount == "" {
-		b, err := s.br.mgr.Create(p.Name)
+		b, err := s.br.mgr.CreateFor(p.Name, c.peer().UID)
 		if err != nil {
 			return nil, err
 		}
-		s.log.Info("branch created", "branch", p.Name)
-		return BranchInfo{Name: b.Name(), Created: b.Created()}, nil
+		s.log.Info("branch created", "branch", p.Name, "owner", b.Owner())
+		return BranchInfo{Name: b.Name(), Created: b.Created(), Owner: b.Owner()}, nil
 	}
 	if s.br.mounts.mounter == nil {
 		return nil, errNoBranchMounts
@@ -176,7 +179,7 @@ func (s *Server) branchCreate(ctx context.Context, c *conn, params json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.br.mgr.Create(p.Name)
+	b, err := s.br.mgr.CreateFor(p.Name, c.peer().UID)
 	if err != nil {
 		return nil, err
 	}
@@ -187,12 +190,12 @@ func (s *Server) branchCreate(ctx context.Context, c *conn, params json.RawMessa
 		s.br.forget(p.Name)
 		return nil, err
 	}
-	s.log.Info("branch created", "branch", p.Name, "mount", dir)
-	return BranchInfo{Name: b.Name(), Created: b.Created(), Mount: dir}, nil
+	s.log.Info("branch created", "branch", p.Name, "mount", dir, "owner", b.Owner())
+	return BranchInfo{Name: b.Name(), Created: b.Created(), Mount: dir, Owner: b.Owner()}, nil
 }
 
-// branchList lists the branches.
-func (s *Server) branchList(_ context.Context, _ *conn, params json.RawMessage) (any, error) {
+// branchList lists the branches the peer may act on.
+func (s *Server) branchList(_ context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p Empty
 	if err := decodeParams(MethodBranchList, params, &p); err != nil {
 		return nil, err
@@ -202,14 +205,17 @@ func (s *Server) branchList(_ context.Context, _ *conn, params json.RawMessage) 
 	}
 	res := BranchListResult{Branches: []BranchInfo{}}
 	for _, i := range s.br.mgr.List() {
+		if !s.owns(c.peer().UID, i.Owner) {
+			continue
+		}
 		res.Branches = append(res.Branches, BranchInfo{Name: i.Name, Created: i.Created, Changed: i.Changed,
-			Mount: s.br.mounts.mountedAt(i.Name)})
+			Mount: s.br.mounts.mountedAt(i.Name), Owner: i.Owner})
 	}
 	return res, nil
 }
 
 // branchDiff returns one page of a branch's changes and their diff.
-func (s *Server) branchDiff(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) branchDiff(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p BranchDiffParams
 	if err := decodeParams(MethodBranchDiff, params, &p); err != nil {
 		return nil, err
@@ -220,21 +226,26 @@ func (s *Server) branchDiff(ctx context.Context, _ *conn, params json.RawMessage
 	if p.Limit == 0 {
 		p.Limit = DefaultDiffLimit
 	}
-	if s.br.mgr == nil {
-		return nil, errNoBranches
-	}
-	b, err := s.br.mgr.Get(p.Name)
+	b, err := s.ownedBranch(c, p.Name)
 	if err != nil {
 		return nil, err
 	}
-	page, err := b.Diff(ctx, p.Offset, p.Limit)
+	// The daemon's rules of this run, which may be newer than the branch.
+	hidden := func(rel string) bool { return s.viewAccess(rel) == overlay.Hidden }
+	page, err := b.DiffWith(ctx, p.Offset, p.Limit, hidden)
 	if err != nil {
 		return nil, fmt.Errorf("diff branch %s: %w", p.Name, err)
 	}
 	res := BranchDiffResult{Files: make([]BranchFile, 0, len(page.Files)), Diff: page.Diff, Total: page.Total}
 	for _, f := range page.Files {
-		res.Files = append(res.Files, BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary,
-			Conflict: f.Conflict, NoBase: f.NoBase})
+		bf := BranchFile{Path: f.Path, Status: f.Status, From: f.From, Binary: f.Binary,
+			Conflict: f.Conflict, NoBase: f.NoBase}
+		for _, rel := range []string{f.From, f.Path} {
+			if a := s.viewAccess(rel); rel != "" && a != overlay.Visible && (bf.Access == "" || a == overlay.Hidden) {
+				bf.Access = a.String()
+			}
+		}
+		res.Files = append(res.Files, bf)
 	}
 	if next := p.Offset + len(page.Files); next < page.Total {
 		res.Next = &next
@@ -253,6 +264,9 @@ func (s *Server) branchCommit(ctx context.Context, c *conn, params json.RawMessa
 	}
 	a, err := c.actorFor(policy.SessionID(p.Session))
 	if err != nil {
+		return nil, err
+	}
+	if _, err := s.ownedBranch(c, p.Name); err != nil {
 		return nil, err
 	}
 	if p.Rebase && p.Keep {
@@ -312,9 +326,9 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 	return branch.Hooks{
 		Announce: func(ctx context.Context, ts []provider.Target) { s.engine.Announce(ctx, ts...) },
 		Allow: func(rel string) error {
-			if v, ok := s.fs.(*overlay.View); ok && v.Access(rel) != overlay.Visible {
+			if a := s.viewAccess(rel); a != overlay.Visible {
 				return provider.NewError(provider.CodeSandboxDenied, "commit", rel, nil,
-					"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, v.Access(rel), detail)
+					"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, a, detail)
 			}
 			return nil
 		},
@@ -344,13 +358,16 @@ func (s *Server) commitHooks(a policy.Actor, detail string) branch.Hooks {
 }
 
 // branchRebase merges the workspace's later changes into a branch.
-func (s *Server) branchRebase(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) branchRebase(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p BranchRebaseParams
 	if err := decodeParams(MethodBranchRebase, params, &p); err != nil {
 		return nil, err
 	}
 	if s.br.mgr == nil {
 		return nil, errNoBranches
+	}
+	if _, err := s.ownedBranch(c, p.Name); err != nil {
+		return nil, err
 	}
 	return s.rebaseAside(ctx, p.Name, p.Markers)
 }
@@ -385,6 +402,16 @@ func (s *Server) rebase(ctx context.Context, name string, markers bool) (BranchR
 	return BranchRebaseResult{Merged: res.Merged, Flagged: res.Flagged}, nil
 }
 
+// viewAccess is what the daemon's workspace view (its rules of this run)
+// allows on rel: the one rule branch.diff and branch.commit apply to a
+// branch made under older rules.
+func (s *Server) viewAccess(rel string) overlay.Access {
+	if v, ok := s.fs.(*overlay.View); ok {
+		return v.Access(rel)
+	}
+	return overlay.Visible
+}
+
 // conflictError turns a commit conflict into an FS_STALE_VERSION error
 // whose data names the conflicting paths, and a merge conflict into an
 // FS_MERGE_CONFLICT error whose data also carries the hunks.
@@ -405,7 +432,7 @@ func conflictError(err error) error {
 }
 
 // branchDiscard drops a branch.
-func (s *Server) branchDiscard(ctx context.Context, _ *conn, params json.RawMessage) (any, error) {
+func (s *Server) branchDiscard(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
 	var p BranchNameParams
 	if err := decodeParams(MethodBranchDiscard, params, &p); err != nil {
 		return nil, err
@@ -416,7 +443,7 @@ func (s *Server) branchDiscard(ctx context.Context, _ *conn, params json.RawMess
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
-	if _, err := s.br.mgr.Get(p.Name); err != nil {
+	if _, err := s.ownedBranch(c, p.Name); err != nil {
 		return nil, err
 	}
 	mounted, err := s.unmountBranch(ctx, p.Name)

@@ -184,12 +184,13 @@ func newRunID() string {
 func (s *Server) changesMethod() handler {
 	st := &changesState{run: newRunID()}
 	return func(ctx context.Context, c *conn, params json.RawMessage) (any, error) {
-		return s.changes(ctx, st, params)
+		return s.changes(ctx, st, c.creds, params)
 	}
 }
 
-// changes serves fs.changes.
-func (s *Server) changes(ctx context.Context, st *changesState, params json.RawMessage) (any, error) {
+// changes serves fs.changes to a peer with credentials peer (nil: served
+// as the daemon).
+func (s *Server) changes(ctx context.Context, st *changesState, peer *creds, params json.RawMessage) (any, error) {
 	var p ChangesParams
 	if err := decodeParams(MethodChanges, params, &p); err != nil {
 		return nil, err
@@ -244,7 +245,7 @@ func (s *Server) changes(ctx context.Context, st *changesState, params json.RawM
 	case cs.Truncated:
 		return s.markEverything(res, fmt.Sprintf("more than %d changes", p.Max))
 	}
-	res.Changes = changedPaths(cs.Entries, inProgress, scope)
+	res.Changes = visibleChanges(ctx, s.peerFilter(peer, s.fsys(ctx), false), changedPaths(cs.Entries, inProgress, scope))
 	if len(res.Changes) > p.Max {
 		return s.markEverything(res, fmt.Sprintf("more than %d changed paths", p.Max))
 	}
@@ -328,6 +329,30 @@ func changedPaths(entries []policy.AuditEntry, inProgress []string, scope string
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// visibleChanges drops the changed names f's peer may not list: a path in
+// a directory it may not list is left out, and a rename's other name there
+// is not given (the path was then created or deleted, as far as the peer
+// can tell).
+func visibleChanges(ctx context.Context, f *listFilter, cs []ChangedPath) []ChangedPath {
+	if f.everyone() {
+		return cs
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if !f.mayName(ctx, c.Path) {
+			continue
+		}
+		if c.To != "" && !f.mayName(ctx, c.To) {
+			c.To, c.Kind = "", "deleted"
+		}
+		if c.From != "" && !f.mayName(ctx, c.From) {
+			c.From, c.Kind = "", "created"
+		}
+		out = append(out, c)
+	}
 	return out
 }
 

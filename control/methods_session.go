@@ -29,6 +29,9 @@ func (s *Server) sessionOpen(_ context.Context, c *conn, params json.RawMessage)
 		return nil, invalidParams("session name contains a NUL byte")
 	}
 	if p.Branch != "" {
+		if _, err := s.ownedBranch(c, p.Branch); err != nil {
+			return nil, err
+		}
 		if _, err := s.branchEngine(p.Branch); err != nil {
 			return nil, err
 		}
@@ -137,6 +140,15 @@ func (s *Server) status(_ context.Context, c *conn, params json.RawMessage) (any
 	}
 	for name, mc := range s.counters {
 		res.Counters[name] = MethodCounters{Requests: mc.requests.Load(), Errors: mc.errors.Load()}
+	}
+	if l, ok := s.cfg.Binder.(BindingLister); ok {
+		for _, b := range l.Bindings() {
+			sess, found, err := s.store.LookupSession(b.Session)
+			if err != nil || (found && !s.mayUse(c.actor.UID, sess)) || (!found && !s.privileged(c.actor.UID)) {
+				continue // another uid's (or a closed session's, shown to root and the daemon's uid)
+			}
+			res.Bindings = append(res.Bindings, b)
+		}
 	}
 	return res, nil
 }

@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -13,8 +14,29 @@ func (s *Server) privileged(uid uint32) bool { return uid == 0 || uid == s.uid }
 
 // mayUse reports whether a peer of uid may use, bind to, close or list a
 // session: its owner, root and the daemon's own uid may.
-func (s *Server) mayUse(uid uint32, sess policy.Session) bool {
-	return s.privileged(uid) || uid == sess.Owner
+func (s *Server) mayUse(uid uint32, sess policy.Session) bool { return s.owns(uid, sess.Owner) }
+
+// owns reports whether a peer of uid may act on what owner made (a session,
+// a branch): owner itself, root and the daemon's own uid may.
+func (s *Server) owns(uid, owner uint32) bool { return s.privileged(uid) || uid == owner }
+
+// ownedBranch returns branch name if the connection's peer may act on it
+// (list, diff, commit, discard, mount, unmount, read or write in it): an
+// unknown branch is FS_NOT_FOUND, another uid's FS_PERMISSION_DENIED.
+func (s *Server) ownedBranch(c *conn, name string) (*branch.Branch, error) {
+	if s.br.mgr == nil {
+		return nil, errNoBranches
+	}
+	b, err := s.br.mgr.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if uid := c.peer().UID; !s.owns(uid, b.Owner()) {
+		return nil, &provider.Error{Code: provider.CodePermissionDenied, Op: "branch",
+			Message: fmt.Sprintf("branch %s belongs to uid %d, not to you (uid %d); create a branch of your own",
+				name, b.Owner(), uid)}
+	}
+	return b, nil
 }
 
 // ownedSession returns an open session the connection's peer may act on:

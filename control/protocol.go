@@ -492,4 +492,18 @@ type StatusResult struct {
 	Connections   int                       `json:"connections"`
 	UptimeSeconds float64                   `json:"uptimeSeconds"`
 	Counters      map[string]MethodCounters `json:"counters"`
+	// Bindings are the process bindings of the sessions the caller may
+	// use (a daemon whose binder lists them).
+	Bindings []BindingInfo `json:"bindings,omitempty"`
+}
+
+// BindingInfo is one process binding in daemon.status.
+type BindingInfo struct {
+	Session policy.SessionID `json:"session"`
+	PID     int              `json:"pid,omitempty"`    // root process of a process binding
+	Cgroup  string           `json:"cgroup,omitempty"` // binding cgroup
+	// TreeGone: no bound root process of the session runs any more; a
+	// cgroup binding then binds its members only while they stay in it
+	// (a root process can leave it and is then unbound).
+	TreeGone bool `json:"treeGone,omitempty"`
 }

@@ -58,6 +58,7 @@ type BranchInfo struct {
 	Created time.Time `json:"created"`
 	Mount   string    `json:"mount,omitempty"` // where the branch is mounted now
 	Changed int       `json:"changed"`         // files the branch changed, as branch.diff lists them
+	Owner   uint32    `json:"owner"`           // uid that created it; it, root and the daemon's uid may act on it
 }
 
 // BranchListResult is the result of branch.list, by name.
@@ -96,6 +97,10 @@ type BranchFile struct {
 	Binary   bool   `json:"binary,omitempty"`
 	Conflict bool   `json:"conflict,omitempty"`
 	NoBase   bool   `json:"no_base,omitempty"`
+	// Access is "hidden" or "read-only" when the daemon's view no longer
+	// lets the branch change this path (its rules changed since): a
+	// commit is refused. A hidden file's content is not in the diff.
+	Access string `json:"access,omitempty"`
 }
 
 // BranchDiffResult is one page of branch.diff: its files and their

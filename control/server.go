@@ -28,6 +28,12 @@ type ProcessBinder interface {
 	SessionOf(pid int) (policy.SessionID, bool)
 }
 
+// BindingLister is a ProcessBinder that also lists its bindings
+// (daemon.status shows them).
+type BindingLister interface {
+	Bindings() []BindingInfo
+}
+
 // Config configures a Server. SocketPath and Engine are required.
 type Config struct {
 	SocketPath      string         // where to listen; its directory is created 0700 when missing
@@ -44,6 +50,11 @@ type Config struct {
 	// answered with a CodeUnavailable error line and closed. Default
 	// DefaultMaxConnections.
 	MaxConnections int
+	// MaxConnectionsPerUID bounds the connections of one uid other than
+	// root and the daemon's, and is also the reserve those two keep
+	// (connlimit.go). Default a quarter of MaxConnections, at least 1; at
+	// most MaxConnections.
+	MaxConnectionsPerUID int
 	// MaxWatches bounds fs.watch watches across connections (each is a
 	// feed subscription with its buffer). Default DefaultMaxWatches.
 	MaxWatches int
@@ -110,6 +121,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = DefaultMaxConnections
 	}
+	if c.MaxConnectionsPerUID <= 0 {
+		c.MaxConnectionsPerUID = max(1, c.MaxConnections/4)
+	}
+	c.MaxConnectionsPerUID = min(c.MaxConnectionsPerUID, c.MaxConnections)
 	if c.MaxWatches <= 0 {
 		c.MaxWatches = DefaultMaxWatches
 	}
@@ -161,6 +176,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
+	byUID  map[uint32]int // open connections per peer uid (connlimit.go)
 	closed bool
 	wg     sync.WaitGroup // connection goroutines
 
@@ -235,6 +251,7 @@ func NewServer(cfg Config) (*Server, error) {
 		uid:      uint32(os.Getuid()),
 		started:  time.Now(),
 		conns:    make(map[*conn]struct{}),
+		byUID:    make(map[uint32]int),
 		counters: make(map[string]*methodCounter),
 		done:     make(chan struct{}),
 		hooks:    cfg.hooks,
@@ -379,39 +396,34 @@ func (s *Server) Close() error {
 }
 
 // newConn registers a connection, or closes it when the server is closing
-// or already serves MaxConnections (after an error line saying so).
+// or a connection limit is reached (after an error line naming it).
 func (s *Server) newConn(nc *net.UnixConn) *conn {
+	cred, uid, credErr := s.connPeer(nc)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		_ = nc.Close()
 		return nil
 	}
-	if len(s.conns) >= s.cfg.MaxConnections {
-		s.refuseBusy(nc)
+	if why := s.overLimit(uid); why != "" {
+		s.refuseBusy(nc, uid, why)
 		return nil
 	}
 	c := newConn(s, nc, s.connSeq.Add(1))
+	c.limitUID, c.cred, c.credErr = uid, cred, credErr
 	s.conns[c] = struct{}{}
+	s.byUID[uid]++
 	s.wg.Add(1)
 	return c
-}
-
-// refuseBusy answers a connection over the cap with one error line and
-// closes it; a peer that does not read cannot hold the accept loop.
-func (s *Server) refuseBusy(nc *net.UnixConn) {
-	s.log.Warn("connection refused: too many connections", "max", s.cfg.MaxConnections)
-	b := encodeResponse(nil, nil, &ErrorObject{Code: CodeUnavailable,
-		Message: fmt.Sprintf("the daemon already serves %d connections (its --max-connections); close idle connections or retry later", s.cfg.MaxConnections)})
-	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = nc.Write(append(b, '\n'))
-	_ = nc.Close()
 }
 
 // dropConn unregisters a finished connection.
 func (s *Server) dropConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if s.byUID[c.limitUID]--; s.byUID[c.limitUID] <= 0 {
+		delete(s.byUID, c.limitUID)
+	}
 	s.mu.Unlock()
 	s.wg.Done()
 }

@@ -52,10 +52,9 @@ type watchState struct {
 	peer   uint32 // the watching peer's uid
 	full   bool   // the peer sees every actor's details
 	stopCh chan struct{}
-	// creds are the peer's own credentials (nil: served as the daemon);
-	// listable remembers which directories they may list.
-	creds    *creds
-	listable map[string]bool
+	// filter hides the names the peer may not list with its own
+	// credentials.
+	filter *listFilter
 	// br is the watched branch (nil: the workspace); fs is what the watch
 	// shows (the workspace view or the branch's).
 	br *branch.Branch
@@ -116,13 +115,12 @@ func (s *Server) watch(ctx context.Context, c *conn, params json.RawMessage) (an
 		full:    s.privileged(uid),
 		stopCh:  make(chan struct{}),
 		release: release,
-		creds:   c.creds,
 		br:      br,
 		fs:      s.fsys(ctx),
-		// Checked above: the watched path's directory, or the directory
-		// itself.
-		listable: map[string]bool{t.DisplayPath: true, path.Dir(t.DisplayPath): true},
 	}
+	// Checked above: the watched path's directory, or the directory itself.
+	w.filter = s.peerFilter(c.creds, w.fs, true)
+	w.filter.listable[t.DisplayPath], w.filter.listable[path.Dir(t.DisplayPath)] = true, true
 	if !c.addWatch(w.id, w.stop) {
 		w.stop()
 		return nil, fmt.Errorf("watch %s: the connection is closing", t.DisplayPath)
@@ -218,8 +216,8 @@ func (s *Server) deliver(c *conn, w *watchState) {
 				return
 			}
 			ev, ok := s.eventFor(w, it.Entry)
-			if ok && w.creds != nil {
-				ev, ok = s.visibleTo(c.ctx, w, ev)
+			if ok && !w.filter.everyone() {
+				ev, ok = visibleTo(c.ctx, w, ev)
 			}
 			if !ok {
 				continue
@@ -272,18 +270,14 @@ func (s *Server) eventFor(w *watchState, e policy.AuditEntry) (ChangeEvent, bool
 	return ev, true
 }
 
-// maxListable bounds the directories a watch remembers as listable or
-// not; past it the memory starts over.
-const maxListable = 4096
-
 // visibleTo trims ev to what a peer with its own credentials may see: each
 // of its paths must be in a directory the peer may list.
-func (s *Server) visibleTo(ctx context.Context, w *watchState, ev ChangeEvent) (ChangeEvent, bool) {
-	from := s.mayList(ctx, w, path.Dir(ev.Path))
+func visibleTo(ctx context.Context, w *watchState, ev ChangeEvent) (ChangeEvent, bool) {
+	from := w.filter.mayName(ctx, ev.Path)
 	if ev.Kind != ChangeRenamed {
 		return ev, from
 	}
-	to := s.mayList(ctx, w, path.Dir(ev.To))
+	to := w.filter.mayName(ctx, ev.To)
 	switch {
 	case from && to:
 		return ev, true
@@ -295,31 +289,6 @@ func (s *Server) visibleTo(ctx context.Context, w *watchState, ev ChangeEvent) (
 		return ev, w.scope.covers(ev.Path)
 	}
 	return ev, false
-}
-
-// mayList reports whether w's peer may list dir, with its credentials.
-func (s *Server) mayList(ctx context.Context, w *watchState, dir string) bool {
-	if ok, known := w.listable[dir]; known {
-		return ok
-	}
-	ok := false
-	err := w.creds.run(s.self, func() {
-		t, err := w.fs.Resolve(ctx, dir, provider.ResolveOptions{})
-		if err == nil {
-			_, err = w.fs.ListDir(ctx, t)
-		}
-		ok = err == nil
-	})
-	if err != nil {
-		s.log.Error("check a watcher's permission with its credentials", "uid", w.creds.uid, "dir", dir, "err", err)
-		ok = false
-	}
-	if len(w.listable) >= maxListable {
-		clear(w.listable)
-		w.listable[w.scope.root], w.listable[path.Dir(w.scope.root)] = true, true
-	}
-	w.listable[dir] = ok
-	return ok
 }
 
 // unwatch stops a watch of this connection.

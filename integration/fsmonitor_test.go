@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -327,31 +326,14 @@ func TestFsmonitor_HookFailsOutsideAMountAndForOtherVersions(t *testing.T) {
 }
 
 func TestFsmonitor_TheHookWorksForAnotherUIDTheSocketAdmits(t *testing.T) {
-	runDir, err := os.MkdirTemp("", "dsh-fsm-run-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(runDir) })
-	require.NoError(t, os.Chmod(runDir, 0o755))
-	t.Setenv("DSH_RUN_DIR", runDir) // the daemon registers there
+	runDir := publicRunDir(t) // the daemon registers there
 	d := ownerDaemon(t, "--watch")
-	// The hook binary where uid 65534 may run it.
-	binDir, err := os.MkdirTemp("", "dsh-fsm-bin-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(binDir) })
-	require.NoError(t, os.Chmod(binDir, 0o755))
-	exe, err := os.ReadFile(dshBinary)
-	require.NoError(t, err)
-	bin := filepath.Join(binDir, "dshmount")
-	require.NoError(t, os.WriteFile(bin, exe, 0o755))
 	for _, dir := range []string{"repo", "repo/.git"} { // through the mount: no out-of-band change to wait for
 		require.NoError(t, os.Mkdir(d.m(dir), 0o755))
 		require.NoError(t, os.Chown(d.m(dir), 65534, 65534))
 	}
 	asNobody := func(token string) (string, string, int) {
-		cmd := exec.Command(bin, "fsmonitor", "2", token)
-		cmd.Dir = d.m("repo")
-		cmd.Env = []string{"DSH_RUN_DIR=" + runDir, "PATH=/usr/bin:/bin"}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-		return runCaptured(t, cmd)
+		return nobodyDshmount(t, d.m("repo"), []string{"DSH_RUN_DIR=" + runDir}, "fsmonitor", "2", token)
 	}
 	out, stderr, code := asNobody("")
 	require.Equal(t, 0, code, "uid 65534 finds root's daemon and is served: %s", stderr)

@@ -294,10 +294,14 @@ func printDiffStat(w io.Writer, page *control.BranchDiffResult) {
 	}
 }
 
-// diffNote is the --stat note of a file in conflict or without a base
-// copy ("" for neither).
+// diffNote is the --stat note of a file in conflict, without a base copy
+// or no longer visible in the daemon's view ("" for none).
 func diffNote(f control.BranchFile) string {
 	switch {
+	case f.Access == "hidden":
+		return " (hidden in this daemon's view: content withheld, a commit is refused)"
+	case f.Access != "":
+		return " (" + f.Access + " in this daemon's view: a commit is refused)"
 	case f.Conflict && f.NoBase:
 		return " (conflict: the workspace changed it; no base copy: the diff also undoes that change)"
 	case f.Conflict:

@@ -199,12 +199,9 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	}
 	placed := false // e.cwd is where the shell is
 	if e.socket == "" {
-		p, ok, err := findDaemon()
+		p, err := findDaemon()
 		if err != nil {
 			return e.report(v.name, err)
-		}
-		if !ok {
-			return e.report(v.name, &usageError{msg: "no control socket; " + noSocketHelp})
 		}
 		e.socket = p.Socket
 		if !e.opts.cwdSet {

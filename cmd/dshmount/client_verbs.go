@@ -97,6 +97,23 @@ func doStatus(ctx context.Context, e *clientEnv) error {
 		for _, s := range st.Sessions {
 			fmt.Fprintf(w, "  %s  %-16s last used %s\n", s.ID, s.Name, s.LastUsed.Format(time.RFC3339))
 		}
+		if len(st.Bindings) > 0 {
+			fmt.Fprintf(w, "bindings:\n")
+		}
+		for _, b := range st.Bindings {
+			what := fmt.Sprintf("pid %d", b.PID)
+			if b.Cgroup != "" {
+				what = "cgroup " + b.Cgroup
+			}
+			note := ""
+			switch {
+			case b.TreeGone && b.Cgroup != "":
+				note = "  (process tree gone: bound only while its processes stay in the cgroup; a root process can leave it)"
+			case b.TreeGone:
+				note = "  (process tree gone)"
+			}
+			fmt.Fprintf(w, "  %s  %s%s\n", b.Session, what, note)
+		}
 		names := make([]string, 0, len(st.Counters))
 		for name, c := range st.Counters {
 			if c.Requests > 0 {

@@ -119,13 +119,9 @@ Flags:
 		return exitUsage
 	}
 	if *socket == "" {
-		p, ok, err := findDaemon()
+		p, err := findDaemon()
 		if err != nil {
 			fmt.Fprintf(sio.err, "dshmount exec: %v\n", err)
-			return exitUsage
-		}
-		if !ok {
-			fmt.Fprintf(sio.err, "dshmount exec: no control socket; %s\n", noSocketHelp)
 			return exitUsage
 		}
 		*socket = p.Socket

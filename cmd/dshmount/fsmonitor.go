@@ -115,19 +115,23 @@ Flags:
 // directory holds wd in the registry of this user or of root (git runs the
 // hook as the user, the daemon often runs as root).
 func hookDaemon(ctx context.Context, wd, socket string) (registry.Place, *control.Client, error) {
-	dirs := hookRegistryDirs()
+	dirs, refused := hookRegistryDirs()
 	if socket == "" {
 		for _, dir := range dirs {
-			if p, ok, err := registry.Find(dir, wd); err == nil && ok {
+			p, ok, err := registry.Find(dir, wd)
+			if err == nil && ok {
 				client, err := control.DialContext(ctx, p.Socket)
 				if err != nil {
 					return registry.Place{}, nil, err
 				}
 				return p, client, nil
 			}
+			if err != nil {
+				refused = append(refused, err)
+			}
 		}
-		return registry.Place{}, nil, fmt.Errorf("%s is not inside the mount or workspace of a running dshmount daemon (none in %v); pass --socket or set $%s",
-			wd, dirs, envSocket)
+		return registry.Place{}, nil, fmt.Errorf("%s is not inside the mount or workspace of a running dshmount daemon (none in %v%s); pass --socket or set $%s",
+			wd, dirs, refusedNote(refused), envSocket)
 	}
 	client, err := control.DialContext(ctx, socket)
 	if err != nil {
@@ -160,15 +164,32 @@ func hookDaemon(ctx context.Context, wd, socket string) (registry.Place, *contro
 }
 
 // hookRegistryDirs are the registries the hook looks in: this user's, then
-// root's ($DSH_RUN_DIR alone when set).
-func hookRegistryDirs() []string {
+// root's ($DSH_RUN_DIR alone when set); those registry.CheckDir refuses are
+// left out, and refused says why.
+func hookRegistryDirs() (dirs []string, refused []error) {
 	own := registry.DefaultDir()
 	if os.Getenv(registry.EnvRunDir) != "" {
-		return []string{own}
+		return []string{own}, nil
 	}
-	root := registry.Dir(func(string) string { return "" }, 0)
-	if root == own {
-		return []string{own}
+	candidates := []string{own}
+	if root := registry.Dir(func(string) string { return "" }, 0); root != own {
+		candidates = append(candidates, root)
 	}
-	return []string{own, root}
+	for _, d := range candidates {
+		if err := registry.CheckDir(d, os.Getuid()); err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs, refused
+}
+
+// refusedNote lists why registries or entries were not trusted ("" when
+// none was refused).
+func refusedNote(refused []error) string {
+	if len(refused) == 0 {
+		return ""
+	}
+	return "; not trusted: " + errors.Join(refused...).Error()
 }

@@ -57,10 +57,13 @@ func TestFsmonitor_UsageNeedsVersionAndToken(t *testing.T) {
 func TestFsmonitor_LooksInTheUsersRegistryThenRoots(t *testing.T) {
 	t.Setenv(registry.EnvRunDir, "")
 	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
-	assert.Equal(t, []string{"/run/user/1000/dshmount", "/run/dshmount"}, hookRegistryDirs(),
+	dirs, refused := hookRegistryDirs() // missing directories are fine (nothing to trust in them)
+	assert.Empty(t, refused)
+	assert.Equal(t, []string{"/run/user/1000/dshmount", "/run/dshmount"}, dirs,
 		"git runs the hook as the user; the daemon often runs as root")
 	t.Setenv(registry.EnvRunDir, "/somewhere")
-	assert.Equal(t, []string{"/somewhere"}, hookRegistryDirs(), "DSH_RUN_DIR alone when set")
+	dirs, _ = hookRegistryDirs()
+	assert.Equal(t, []string{"/somewhere"}, dirs, "DSH_RUN_DIR alone when set")
 }
 
 // TestFsmonitor_GitWithTheREADMESetupIsQuietWhenTheDaemonIsDown runs git

@@ -29,17 +29,35 @@ func shellDir() (string, error) {
 
 // findDaemon returns the running daemon whose mount or workspace contains
 // the working directory, from the registry the daemons write; the error
-// is shellDir's.
-func findDaemon() (registry.Place, bool, error) {
+// is shellDir's, or a usage error that says why none was found ("no
+// control socket; …").
+func findDaemon() (registry.Place, error) {
 	wd, err := shellDir()
 	if err != nil {
-		return registry.Place{}, false, err
+		return registry.Place{}, err
 	}
-	p, ok, err := registry.Find(registry.DefaultDir(), wd)
+	dir, err := trustedRunDir()
 	if err != nil {
-		return registry.Place{}, false, nil
+		return registry.Place{}, &usageError{msg: fmt.Sprintf("no control socket: %v; %s", err, noSocketHelp)}
 	}
-	return p, ok, nil
+	p, ok, err := registry.Find(dir, wd)
+	switch {
+	case err != nil:
+		return registry.Place{}, &usageError{msg: fmt.Sprintf("no control socket: %v; %s", err, noSocketHelp)}
+	case !ok:
+		return registry.Place{}, &usageError{msg: "no control socket; " + noSocketHelp}
+	}
+	return p, nil
+}
+
+// trustedRunDir is this user's run directory, checked (registry.CheckDir)
+// unless $DSH_RUN_DIR names it.
+func trustedRunDir() (string, error) {
+	dir := registry.DefaultDir()
+	if os.Getenv(registry.EnvRunDir) != "" {
+		return dir, nil
+	}
+	return dir, registry.CheckDir(dir, os.Getuid())
 }
 
 // shellCwd returns the workspace-relative directory of the working
@@ -54,7 +72,7 @@ func shellCwd(ctx context.Context, client *control.Client, socket string) (strin
 	}
 	abs, err := filepath.Abs(socket)
 	if err == nil {
-		if entries, err := registry.List(registry.DefaultDir()); err == nil {
+		if entries, err := registry.List(registry.DefaultDir()); err == nil { // the socket is the caller's choice; only the place is read
 			for _, e := range entries {
 				if filepath.Clean(e.Socket) == abs {
 					p, _ := registry.Locate(e, wd)

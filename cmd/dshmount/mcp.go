@@ -66,13 +66,9 @@ Flags:
 	fs.Visit(func(f *flag.Flag) { cwdSet = cwdSet || f.Name == "cwd" })
 	placed := false
 	if *socket == "" {
-		p, ok, err := findDaemon()
+		p, err := findDaemon()
 		if err != nil {
 			fmt.Fprintf(std.err, "dshmount mcp: %v\n", err)
-			return exitUsage
-		}
-		if !ok {
-			fmt.Fprintf(std.err, "dshmount mcp: no control socket; %s\n", noSocketHelp)
 			return exitUsage
 		}
 		*socket = p.Socket

@@ -87,7 +87,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	ctlCfg := control.Config{
 		SocketPath: cfg.Socket, AllowUIDs: cfg.AllowUIDs,
 		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
-		MaxConnections: cfg.MaxConnections, MaxPendingBytes: cfg.MaxPendingBytes,
+		MaxConnections: cfg.MaxConnections, MaxConnectionsPerUID: cfg.MaxConnectionsPerUID, MaxPendingBytes: cfg.MaxPendingBytes,
 		RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.IdleTimeout,
 	}
 	fds, err := raiseDescriptorLimit(ctlCfg, log)
@@ -280,6 +280,15 @@ func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 
 // SessionOf implements control.ProcessBinder.
 func (b bindNotifier) SessionOf(pid int) (policy.SessionID, bool) { return b.reg.SessionOf(pid) }
+
+// Bindings implements control.BindingLister.
+func (b bindNotifier) Bindings() []control.BindingInfo {
+	var out []control.BindingInfo
+	for _, st := range b.reg.List() {
+		out = append(out, control.BindingInfo{Session: st.Session, PID: st.PID, Cgroup: st.Cgroup, TreeGone: st.TreeGone})
+	}
+	return out
+}
 
 // bindingSweepEvery is how often the daemon drops the bindings whose
 // processes have all exited (and removes their empty cgroups).

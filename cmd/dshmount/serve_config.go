@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
@@ -68,6 +69,9 @@ type serveConfig struct {
 	BindCgroups bool
 	// MaxConnections bounds concurrent control connections (0: default).
 	MaxConnections int
+	// MaxConnectionsPerUID bounds the connections of one uid other than
+	// root and the daemon's (0: a quarter of MaxConnections).
+	MaxConnectionsPerUID int
 	// MaxPendingBytes bounds the request bytes held across connections
 	// (0: default).
 	MaxPendingBytes int64
@@ -166,7 +170,8 @@ it sees and uses only the sessions it opened, and binds only its own
 processes. The socket is then opened to it (0666, its directory
 searchable); serve refuses to start if UID cannot reach it.
 
-The socket's resources are bounded: --max-connections, --max-pending-bytes,
+The socket's resources are bounded: --max-connections (and
+--max-connections-per-uid for each other uid), --max-pending-bytes,
 --request-timeout and --idle-timeout below. The descriptor limit is raised
 to its hard limit at start, and serve refuses to start unless it leaves
 1024 descriptors for the mount beyond what the socket may hold.
@@ -207,6 +212,8 @@ Flags:
 		"largest control request line the daemon accepts, in bytes (longer lines are refused without being buffered)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", control.DefaultMaxConnections,
 		"most control connections served at once; the next is answered with an error and closed")
+	fs.IntVar(&cfg.MaxConnectionsPerUID, "max-connections-per-uid", 0,
+		"most control connections of one uid other than root and the daemon's; those uids together also leave this many for root and the daemon's uid (0: a quarter of --max-connections)")
 	fs.Int64Var(&cfg.MaxPendingBytes, "max-pending-bytes", control.DefaultMaxPendingBytes,
 		"most bytes of unanswered request lines the daemon holds across all connections; a line past it is refused and dropped (at least --max-request-bytes)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", control.DefaultRequestTimeout,
@@ -239,6 +246,8 @@ Flags:
 	switch {
 	case cfg.MaxConnections <= 0:
 		return serveConfig{}, fmt.Errorf("--max-connections must be positive, not %d", cfg.MaxConnections)
+	case cfg.MaxConnectionsPerUID < 0 || cfg.MaxConnectionsPerUID > cfg.MaxConnections:
+		return serveConfig{}, fmt.Errorf("--max-connections-per-uid must be between 1 and --max-connections (%d), or 0 for a quarter of it; not %d", cfg.MaxConnections, cfg.MaxConnectionsPerUID)
 	case cfg.MaxPendingBytes < cfg.MaxRequestBytes:
 		return serveConfig{}, fmt.Errorf("--max-pending-bytes (%d) must be at least --max-request-bytes (%d)", cfg.MaxPendingBytes, cfg.MaxRequestBytes)
 	case cfg.RequestTimeout <= 0:
@@ -299,6 +308,7 @@ func (c serveConfig) resolve(log *slog.Logger) (serveConfig, error) {
 	// A dead mount left by a crashed daemon cannot even be stat'ed; clear it
 	// before resolving the path. A killed daemon stuck in the kernel keeps
 	// its mount hung instead of dead: abort its connection first.
+	stateDefaulted := c.StateDir == ""
 	if c, err = c.withStateDir(); err != nil {
 		return c, err
 	}
@@ -325,7 +335,10 @@ func (c serveConfig) resolve(log *slog.Logger) (serveConfig, error) {
 	case within(src, mp):
 		return c, fmt.Errorf("SOURCE %s is inside MOUNTPOINT %s; the mount would hide the workspace from the daemon, choose another mountpoint", src, mp)
 	}
-	return c.defaults()
+	if c, err = c.defaults(); err != nil {
+		return c, err
+	}
+	return c, checkOwnDirsOutside(c, registry.DefaultDir(), stateDefaulted)
 }
 
 // withStateDir fills the default state directory (one per source) and
@@ -351,11 +364,9 @@ func (c serveConfig) withStateDir() (serveConfig, error) {
 	return c, nil
 }
 
-// defaults checks the state directory and fills the socket path.
+// defaults fills the socket path (checkOwnDirsOutside checks where it
+// and the state directory are).
 func (c serveConfig) defaults() (serveConfig, error) {
-	if within(c.StateDir, c.Mountpoint) || c.StateDir == c.Mountpoint {
-		return c, fmt.Errorf("state directory %s is inside MOUNTPOINT; choose another --state", c.StateDir)
-	}
 	if c.Socket == "" {
 		c.Socket = filepath.Join(c.StateDir, "run", "control.sock")
 	}
@@ -366,9 +377,6 @@ func (c serveConfig) defaults() (serveConfig, error) {
 	if len(c.Socket) > maxSocketPath {
 		return c, fmt.Errorf("socket path %s is %d bytes, longer than a Unix socket address holds (%d); pass a shorter --socket",
 			c.Socket, len(c.Socket), maxSocketPath)
-	}
-	if within(c.Socket, c.Mountpoint) {
-		return c, fmt.Errorf("socket %s is inside MOUNTPOINT; choose another --socket", c.Socket)
 	}
 	if c.Grace < 0 {
 		c.Grace = 0

@@ -203,16 +203,19 @@ func TestServeConfig_AllowUIDNeedsARootDaemon(t *testing.T) {
 
 func TestServeConfig_SocketLimitFlags(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := parseServeArgs([]string{"--max-connections", "8", "--max-pending-bytes", "1000000", "--max-request-bytes", "1000",
+	cfg, err := parseServeArgs([]string{"--max-connections", "8", "--max-connections-per-uid", "3", "--max-pending-bytes", "1000000", "--max-request-bytes", "1000",
 		"--request-timeout", "2s", "--idle-timeout", "1m", dir, dir}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 8, cfg.MaxConnections)
+	assert.Equal(t, 3, cfg.MaxConnectionsPerUID)
 	assert.Equal(t, int64(1000000), cfg.MaxPendingBytes)
 	assert.Equal(t, 2*time.Second, cfg.RequestTimeout)
 	assert.Equal(t, time.Minute, cfg.IdleTimeout)
 
 	for _, bad := range [][]string{
 		{"--max-connections", "0"},
+		{"--max-connections", "8", "--max-connections-per-uid", "9"},
+		{"--max-connections-per-uid", "-1"},
 		{"--max-pending-bytes", "10", "--max-request-bytes", "20"},
 		{"--request-timeout", "0s"},
 		{"--idle-timeout", "-1s"},
@@ -307,4 +310,53 @@ func TestServeConfig_DirectoryDescriptorsNeedTheWatcher(t *testing.T) {
 	assert.True(t, cfg.DirFDsSet)
 	_, err = parseServeArgs([]string{"--dir-fds", "-1", src, mnt}, io.Discard, io.Discard)
 	assert.Error(t, err)
+}
+
+// TestServeConfig_OwnDirsOutsideWorkspaceAndMount is item 4 of issue 28:
+// the state directory, the socket and the run directory inside the
+// workspace or the mount (through a symlink too, and the default state
+// directory of a workspace that is the home directory) are refused at
+// start, naming the overlap and the flag to pass.
+func TestServeConfig_OwnDirsOutsideWorkspaceAndMount(t *testing.T) {
+	dir, err := os.MkdirTemp("", "own") // short: the default socket path must fit
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ws, mnt := filepath.Join(dir, "home"), filepath.Join(dir, "mnt")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(ws, "sub"), filepath.Join(dir, "alias")))
+	t.Setenv("DSH_RUN_DIR", filepath.Join(dir, "run"))
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", ws)
+	cases := []struct {
+		name, state, socket, runDir string
+		want                        []string
+	}{
+		{name: "state in the workspace", state: filepath.Join(ws, ".dshstate"),
+			want: []string{"state directory " + filepath.Join(ws, ".dshstate") + " is inside the workspace " + ws, "pass --state"}},
+		{name: "state through a symlink", state: filepath.Join(dir, "alias", "st"),
+			want: []string{"inside the workspace", filepath.Join(ws, "sub", "st")}},
+		{name: "state in the mount", state: filepath.Join(mnt, "st"), want: []string{"inside the mount"}},
+		{name: "default state in a home workspace", want: []string{"state directory " + filepath.Join(ws, ".local", "state", "dshmount"), "inside the workspace", "--state DIR outside it", "XDG_STATE_HOME"}},
+		{name: "socket in the mount", state: filepath.Join(dir, "st"), socket: filepath.Join(mnt, "s.sock"), want: []string{"socket " + filepath.Join(mnt, "s.sock") + " is inside the mount", "pass --socket"}},
+		{name: "run directory in the workspace", state: filepath.Join(dir, "st"), runDir: filepath.Join(ws, "run"), want: []string{"run directory", "inside the workspace", "DSH_RUN_DIR"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.runDir != "" {
+				t.Setenv("DSH_RUN_DIR", c.runDir)
+			}
+			cfg := serveConfig{Source: ws, Mountpoint: mnt, StateDir: c.state, Socket: c.socket}
+			_, err := cfg.resolve(slog.New(slog.DiscardHandler))
+			require.Error(t, err)
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			_, serr := os.Stat(filepath.Join(ws, ".dshstate"))
+			assert.True(t, os.IsNotExist(serr), "nothing was created in the workspace")
+		})
+	}
+	ok := serveConfig{Source: ws, Mountpoint: mnt, StateDir: filepath.Join(dir, "st")}
+	_, err = ok.resolve(slog.New(slog.DiscardHandler))
+	require.NoError(t, err, "a state directory beside the workspace is fine")
 }

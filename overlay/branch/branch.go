@@ -38,6 +38,7 @@ type Branch struct {
 	name    string
 	dir     string
 	created time.Time
+	owner   uint32 // uid that created it
 	lower   Lower
 	upper   *local.FS // rooted at dir/upper
 	prefix  string    // key namespace, "branch/NAME/"
@@ -63,6 +64,10 @@ func (b *Branch) Name() string { return b.name }
 
 // Created returns when the branch was made.
 func (b *Branch) Created() time.Time { return b.created }
+
+// Owner returns the uid that created the branch (root for a branch
+// recorded before owners were kept).
+func (b *Branch) Owner() uint32 { return b.owner }
 
 // Root returns the workspace root: absolute paths under it name the same
 // relative paths in the branch.

@@ -35,6 +35,10 @@ type FileChange struct {
 	// so the diff's old side is the workspace's current file; with
 	// Conflict the diff also undoes the workspace's change.
 	NoBase bool
+	// Withheld: the reader may not see this file's content (DiffWith's
+	// withhold said so for Path or From): it is named, its content and
+	// conflict state are not read.
+	Withheld bool
 }
 
 // DiffPage is one page of a branch's diff.
@@ -109,6 +113,13 @@ func (b *Branch) fileChanges() []FileChange {
 // even after the workspace changed the file (flagged Conflict). Binary
 // files are named, not shown.
 func (b *Branch) Diff(ctx context.Context, offset, limit int) (DiffPage, error) {
+	return b.DiffWith(ctx, offset, limit, nil)
+}
+
+// DiffWith is Diff for a reader that may not see every file: a file for
+// whose path (or rename source) withhold reports true is listed Withheld,
+// without content. A nil withhold withholds nothing.
+func (b *Branch) DiffWith(ctx context.Context, offset, limit int, withhold func(rel string) bool) (DiffPage, error) {
 	files, err := b.Files(ctx)
 	if err != nil {
 		return DiffPage{}, err
@@ -125,6 +136,10 @@ func (b *Branch) Diff(ctx context.Context, offset, limit int) (DiffPage, error) 
 	var sb strings.Builder
 	for i := range page.Files {
 		fc := &page.Files[i]
+		if withhold != nil && (withhold(fc.Path) || fc.From != "" && withhold(fc.From)) {
+			fc.Withheld = true
+			continue
+		}
 		text, binary, noBase, err := b.fileDiff(ctx, *fc)
 		if err != nil {
 			return DiffPage{}, err

@@ -65,7 +65,8 @@ type Manager struct {
 type Info struct {
 	Name    string
 	Created time.Time
-	Changed int // files the branch changed (Branch.Changed)
+	Changed int    // files the branch changed (Branch.Changed)
+	Owner   uint32 // uid that created it (CreateFor)
 }
 
 // Open opens the branches kept under stateDir for the workspace lower:
@@ -127,6 +128,9 @@ type meta struct {
 	Name    string    `json:"name"`
 	Created time.Time `json:"created"`
 	Mount   string    `json:"mount,omitempty"` // see SetMount
+	// Owner is the uid that created the branch; a branch recorded before
+	// owners were kept has none and belongs to root.
+	Owner uint32 `json:"owner,omitempty"`
 }
 
 // load opens the branch directory name.
@@ -153,7 +157,7 @@ func (m *Manager) load(name string) (*Branch, error) {
 		log.close()
 		return nil, fmt.Errorf("open upper directory: %w", err)
 	}
-	b := &Branch{name: name, dir: dir, created: md.Created, lower: m.lower, upper: upper,
+	b := &Branch{name: name, dir: dir, created: md.Created, owner: md.Owner, lower: m.lower, upper: upper,
 		prefix: keyNamespace + name + "/", entries: entries, log: log, mount: md.Mount}
 	b.removeOrphans()
 	b.removeBaseOrphans()
@@ -202,9 +206,12 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// Create makes an empty branch over the workspace. A bad name, or the name
-// of an existing branch, is FS_INVALID_ARGUMENT.
-func (m *Manager) Create(name string) (*Branch, error) {
+// Create makes an empty branch over the workspace, owned by root. A bad
+// name, or the name of an existing branch, is FS_INVALID_ARGUMENT.
+func (m *Manager) Create(name string) (*Branch, error) { return m.CreateFor(name, 0) }
+
+// CreateFor is Create for a branch that belongs to uid owner.
+func (m *Manager) CreateFor(name string, owner uint32) (*Branch, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -219,7 +226,7 @@ func (m *Manager) Create(name string) (*Branch, error) {
 		return nil, fmt.Errorf("create branch %s: %w", name, err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := (records{dir: tmp}).put("branch.json", meta{Name: name, Created: m.now().UTC()}); err != nil {
+	if err := (records{dir: tmp}).put("branch.json", meta{Name: name, Created: m.now().UTC(), Owner: owner}); err != nil {
 		return nil, fmt.Errorf("create branch %s: %w", name, err)
 	}
 	if err := os.Mkdir(filepath.Join(tmp, "upper"), 0o755); err != nil {
@@ -269,7 +276,7 @@ func (m *Manager) List() []Info {
 	m.mu.Unlock()
 	out := make([]Info, 0, len(bs))
 	for _, b := range bs {
-		out = append(out, Info{Name: b.name, Created: b.created, Changed: b.Changed()})
+		out = append(out, Info{Name: b.name, Created: b.created, Changed: b.Changed(), Owner: b.owner})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

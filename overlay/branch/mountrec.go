@@ -28,7 +28,7 @@ func (b *Branch) SetMount(dir string) error {
 	if dir == b.mount {
 		return nil
 	}
-	if err := (records{dir: b.dir}).put("branch.json", meta{Name: b.name, Created: b.created, Mount: dir}); err != nil {
+	if err := (records{dir: b.dir}).put("branch.json", meta{Name: b.name, Created: b.created, Mount: dir, Owner: b.owner}); err != nil {
 		return fmt.Errorf("record the mount directory of branch %s: %w", b.name, err)
 	}
 	b.mount = dir

@@ -64,3 +64,22 @@ func TestSetMount_GoneBranchRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no longer exists")
 }
+
+func TestCreateFor_OwnerKeptAcrossSetMountAndRestart(t *testing.T) {
+	e := newEnv(t)
+	b, err := e.m.CreateFor("theirs", 65534)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(65534), b.Owner())
+	require.NoError(t, b.SetMount("/mnt/theirs"))
+	_, err = e.m.Create("roots")
+	require.NoError(t, err)
+	e.restart()
+	b, err = e.m.Get("theirs")
+	require.NoError(t, err)
+	assert.Equal(t, uint32(65534), b.Owner(), "the owner survives a mount record and a restart")
+	owners := map[string]uint32{}
+	for _, i := range e.m.List() {
+		owners[i.Name] = i.Owner
+	}
+	assert.Equal(t, map[string]uint32{"theirs": 65534, "roots": 0}, owners)
+}

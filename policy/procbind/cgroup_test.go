@@ -401,3 +401,25 @@ func TestCgroupFS_RealOrphanStaysBound(t *testing.T) {
 	_, err = os.Stat(dir)
 	assert.True(t, os.IsNotExist(err), "the empty binding cgroup is removed: %v", err)
 }
+
+// TestList_ShowsABindingWhoseProcessTreeIsGone is item 9 of issue 28: once
+// the bound exec process is gone, the cgroup binding that still holds a
+// member is listed with TreeGone (its members are bound only while they
+// stay in it), as is the process binding until a sweep drops it.
+func TestList_ShowsABindingWhoseProcessTreeIsGone(t *testing.T) {
+	proc, cg := treeInCgroups()
+	r := cgroupRegistry(t, proc, cg, newFakeStore())
+	require.NoError(t, r.Bind("s1", 100))
+	bound, err := cg.Of(100)
+	require.NoError(t, err)
+	proc.set(104, 100, 1004)
+	cg.put(104, bound)
+	assert.Equal(t, []State{{Session: "s1", PID: 100}, {Session: "s1", Cgroup: bound}}, r.List())
+
+	proc.remove(100) // the exec parent is killed; 104 stays in the cgroup
+	cg.drop(100)
+	proc.set(104, 1, 1004)
+	assert.Equal(t, []State{{Session: "s1", PID: 100, TreeGone: true}, {Session: "s1", Cgroup: bound, TreeGone: true}}, r.List())
+	r.Sweep()
+	assert.Equal(t, []State{{Session: "s1", Cgroup: bound, TreeGone: true}}, r.List(), "the cgroup binding stays, marked")
+}
