@@ -125,9 +125,9 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	e := &clientEnv{io: sio, pathArgs: v.paths}
 	fs.StringVar(&e.socket, "socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the shell's directory)")
 	var session string
-	sessionHelp := "session to act for (default $" + envSession + "; empty: a session private to this one call)"
+	sessionHelp := "session to act for, by id or by name (default $" + envSession + "; empty: a session private to this one call)"
 	if v.name == "log" {
-		sessionHelp = "only this session's entries (only when given here: $" + envSession + " does not apply to log)"
+		sessionHelp = "only this session's entries, by id or by name (only when given here: $" + envSession + " does not apply to log)"
 	}
 	fs.StringVar(&session, "session", "", sessionHelp)
 	fs.StringVar(&e.cwd, "cwd", "", "workspace-relative directory that relative paths resolve against (default: the shell's directory when it is inside the mount or the workspace, else the workspace root)")
@@ -214,6 +214,11 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	}
 	defer client.Close()
 	e.client = client
+	if e.session != "" {
+		if e.session, _, err = resolveSession(ctx, client, string(e.session)); err != nil {
+			return e.report(v.name, err)
+		}
+	}
 	if !e.opts.cwdSet && !placed && v.paths {
 		if e.cwd, err = shellCwd(ctx, client, e.socket); err != nil {
 			return e.report(v.name, err)

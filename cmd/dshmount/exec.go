@@ -45,7 +45,7 @@ func execWith(ctx context.Context, args []string, sio stdio, ex execer) int {
 	fs := flag.NewFlagSet("dshmount exec", flag.ContinueOnError)
 	fs.SetOutput(sio.err)
 	socket := fs.String("socket", "", "control socket of the daemon (default $"+envSocket+", else the daemon whose mount or workspace holds the current directory)")
-	session := fs.String("session", "", "session to act for (default $"+envSession+"; empty: open a new one)")
+	session := fs.String("session", "", "session to act for, by id or by name (default $"+envSession+"; empty: open a new one)")
 	name := fs.String("name", "", "name of the new session when --session is empty")
 	branchName := fs.String("branch", "", "run CMD in this branch's mount, bound to a new session acting in the branch")
 	strict := fs.Bool("strict", false, "read before every write (the rule of a session exec opens; a given session has the rule it was opened with: 'session open --strict')")
@@ -143,7 +143,11 @@ Flags:
 			return reportError("exec", err, sio.err)
 		}
 	}
-	id := policy.SessionID(*session)
+	id, _, err := resolveSession(ctx, client, *session)
+	if err != nil {
+		client.Close()
+		return reportError("exec", err, sio.err)
+	}
 	owned := id == "" // a session opened here is closed when the tree has exited
 	if owned {
 		// A session opened for the command has seen nothing: it reads

@@ -43,6 +43,10 @@ type Config struct {
 	// SessionName names the policy session opened for the connection
 	// (shown by daemon.status and in the audit log).
 	SessionName string
+	// Session, when set, is an existing session the connection acts for
+	// instead of opening one (SessionName is then unused); the connection
+	// does not close it.
+	Session policy.SessionID
 	// Cwd is the base of relative paths ("" = the workspace root).
 	Cwd string
 	// Branch, when set, makes every tool act in that branch (the session's
@@ -86,9 +90,13 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	id, err := cfg.Daemon.OpenSessionWith(ctx, control.SessionOpenParams{Name: cfg.SessionName, Channel: policy.ChannelMCP, Branch: cfg.Branch})
-	if err != nil {
-		return nil, fmt.Errorf("open a policy session: %w", err)
+	id := cfg.Session
+	if id == "" {
+		var err error
+		id, err = cfg.Daemon.OpenSessionWith(ctx, control.SessionOpenParams{Name: cfg.SessionName, Channel: policy.ChannelMCP, Branch: cfg.Branch})
+		if err != nil {
+			return nil, fmt.Errorf("open a policy session: %w", err)
+		}
 	}
 	c := &Conn{cfg: cfg, log: cfg.Logger, session: id, seen: map[string]sighting{}}
 	c.server = sdk.NewServer(&sdk.Implementation{Name: "dshmount", Title: "dshmount guarded workspace", Version: cfg.Version},
@@ -124,6 +132,9 @@ func (c *Conn) Serve(ctx context.Context, t sdk.Transport) error {
 // It is safe to call more than once.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
+		if c.cfg.Session != "" {
+			return // joined, not opened: its opener closes it
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := c.cfg.Daemon.CloseSession(ctx, c.session); err != nil {
