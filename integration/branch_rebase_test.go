@@ -33,6 +33,6 @@ func TestBranch_RebaseRecipe(t *testing.T) {
 
 	out, errOut, code := d.dsh("branch", "commit", "fix", "--rebase")
 	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "committed branch fix: 1 files")
+	assert.Contains(t, out, "committed branch fix: 1 file\n")
 	assert.Equal(t, "l1\nl2\nBRANCH\nl4\nl5\nWORKSPACE\nl7\nl8\nl9\nl10\n", d.sh("cat f.txt"))
 }
