@@ -65,8 +65,8 @@ func runAll(args []string) error {
 	f.DurationVar(&c.RandTime, "rand-time", 5*time.Second, "random-read duration")
 	f.DurationVar(&c.EditTime, "edit-time", 2*time.Second, "guarded-edit run duration")
 	f.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for dshmount serve (space separated)")
-	f.StringVar(&c.Only, "only", "native,loopback,dshmount,requests,fsmonitor,stores,branches",
-		"targets to run (requests: FUSE requests per file by opcode, daemon CPU per request and interleaved wall times, loopback vs dshmount unbound and bound; fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd; branches: create, copy-up, commit and diff costs)")
+	f.StringVar(&c.Only, "only", "native,loopback,dshmount,requests,fsmonitor,stores,branches,gitcommit",
+		"targets to run (requests: FUSE requests per file by opcode, daemon CPU per request and interleaved wall times, loopback vs dshmount unbound and bound; fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd; branches: create, copy-up, commit and diff costs; gitcommit: git add -A && git commit natively, unbound, bound and bound with --guard-git)")
 	f.BoolVar(&c.Unbound, "unbound", true, "also run the file-system workloads on the mount unbound (no session: the guard's cost is the difference)")
 	f.IntVar(&c.ReqFiles, "req-files", 2000, "files of each request-table step")
 	f.IntVar(&c.ReqMiB, "req-mib", 256, "MiB of the request table's sequential steps")
@@ -148,6 +148,11 @@ func runAll(args []string) error {
 	}
 	if only("branches") {
 		if err := runBranches(&c, base, res); err != nil {
+			return err
+		}
+	}
+	if only("gitcommit") {
+		if err := runGitCommit(&c, base, res); err != nil {
 			return err
 		}
 	}

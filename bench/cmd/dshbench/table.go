@@ -40,8 +40,6 @@ func loopbackRule(n, l, d float64) (met, applies bool) {
 // dshmount's ratio to native and to loopback (for times, lower is better;
 // for rates, higher is better), then the socket and memory lines.
 func printTable(w io.Writer, res *Results) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "metric\tunit\tnative\tloopback\tdshmount\tdsh/native\tdsh/loopback\tunbound\tunb/native\ttarget\t÷loopback: bound ≤1.5, unbound ≤1.1\t")
 	nat, lb, dsh, unb := res.Targets["native"], res.Targets["loopback"], res.Targets["dshmount"], res.Targets["dshmount-unbound"]
 	var names []Metric
 	for _, r := range []*Report{nat, lb, dsh} {
@@ -49,6 +47,10 @@ func printTable(w io.Writer, res *Results) {
 			names = r.Metrics
 			break
 		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(names) > 0 {
+		fmt.Fprintln(tw, "metric\tunit\tnative\tloopback\tdshmount\tdsh/native\tdsh/loopback\tunbound\tunb/native\ttarget\t÷loopback: bound ≤1.5, unbound ≤1.1\t")
 	}
 	for _, m := range names {
 		n, l, d, u := med(nat, m.Name), med(lb, m.Name), med(dsh, m.Name), med(unb, m.Name)
@@ -109,6 +111,7 @@ func printTable(w io.Writer, res *Results) {
 	}
 	printFsmonitor(w, res.Targets["fsmonitor"])
 	printBranches(w, res.Targets["branches"])
+	printGitCommit(w, res.Targets["gitcommit"])
 	printSpeedTargets(w, res)
 	fprintRequests(w, res.Requests)
 	for name, line := range res.MountOpt {
