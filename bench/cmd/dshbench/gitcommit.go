@@ -16,8 +16,9 @@ import (
 )
 
 // The git commit rows: `git add -A && git commit` on a fresh repository of
-// gitBenchFiles files, then again after gitBenchChanged of them changed,
-// natively, on the mount unbound, on the mount bound to one session (a
+// gitBenchFiles files, then again after gitBenchChanged of them changed, and
+// the same change and commit in a repository a person created and committed
+// before the session opened (an agent's usual start), natively, on the mount unbound, on the mount bound to one session (a
 // repository's git directory is git's own: recorded, not guarded) and bound
 // with serve --guard-git (the git directory under the guard like any other
 // file, the rule before git's own directory was exempted).
@@ -49,7 +50,12 @@ var gitVariants = []gitVariant{
 const (
 	gitStepInitial  = "git_commit_initial"
 	gitStepFollowup = "git_commit_followup"
+	gitStepExisting = "git_commit_existing"
 )
+
+// gitRefused is the suffix of a step's metric that records a refusal (the
+// step failed under the guard).
+const gitRefused = "_refused"
 
 // runGitCommit measures the git commit rows into res.Targets["gitcommit"].
 func runGitCommit(c *runConfig, base string, res *Results) error {
@@ -64,8 +70,9 @@ func runGitCommit(c *runConfig, base string, res *Results) error {
 		}
 	}
 	r.note(fmt.Sprintf("git commit: `git init && git add -A && git commit` of %d files of %d bytes in %d directories (initial), "+
-		"then `git add -A && git commit` after appending a line to %d of them (follow-up); a fresh repository each of %d repetitions; "+
-		"bound rows run under `dshmount exec --session` of one session opened after the files were written",
+		"then `git add -A && git commit` after appending a line to %d of them (follow-up), and that change and commit in a repository "+
+		"a person created and committed before the session opened (existing); a fresh repository each of %d repetitions; "+
+		"bound rows run under `dshmount exec --session` of one session opened after the files and the person's repository were written",
 		gitBenchFiles, gitBenchBytes, gitBenchDirs, gitBenchChanged, c.Reps))
 	r.finish()
 	res.Targets["gitcommit"] = r
@@ -95,6 +102,15 @@ func gitCommitVariant(c *runConfig, base string, env []string, v gitVariant, r *
 		if err := writeGitTree(filepath.Join(work, "r"+strconv.Itoa(rep))); err != nil {
 			return err
 		}
+		existing := filepath.Join(work, "p"+strconv.Itoa(rep))
+		if err := writeGitTree(existing); err != nil {
+			return err
+		}
+		cmd := exec.Command("sh", "-c", gitInitScript)
+		cmd.Dir, cmd.Env = existing, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("the person's repository %s: %w: %s", existing, err, strings.TrimSpace(string(out)))
+		}
 	}
 	if v.bound {
 		cl, err := control.Dial(socketPath(state))
@@ -112,21 +128,41 @@ func gitCommitVariant(c *runConfig, base string, env []string, v gitVariant, r *
 	}
 	for rep := range c.Reps {
 		name := "r" + strconv.Itoa(rep)
-		dir := filepath.Join(work, name)
-		for _, step := range []struct{ metric, script string }{
-			{gitStepInitial, "git init -q && git config gc.auto 0 && git add -A && git commit -q -m initial"},
-			{gitStepFollowup, "for f in d00/* d01/*; do echo change >> \"$f\"; done && git add -A && git commit -q -m followup"},
+		for _, step := range []struct{ metric, dir, script string }{
+			{gitStepInitial, name, gitInitScript},
+			{gitStepFollowup, name, gitChangeScript},
+			{gitStepExisting, "p" + strconv.Itoa(rep), gitChangeScript},
 		} {
 			cmd := wrap("sh", "-c", step.script)
-			cmd.Dir, cmd.Env = dir, env
+			cmd.Dir, cmd.Env = filepath.Join(work, step.dir), env
 			start := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("%s in %s: %w: %s", step.script, dir, err, strings.TrimSpace(string(out)))
+				if !v.bound {
+					return fmt.Errorf("%s in %s: %w: %s", step.script, cmd.Dir, err, strings.TrimSpace(string(out)))
+				}
+				if _, noted := r.get(step.metric + "_" + v.name + gitRefused); !noted {
+					r.note(fmt.Sprintf("%s, %s: refused: %s", v.label, step.metric, lastLine(string(out))))
+				}
+				r.add(step.metric+"_"+v.name+gitRefused, "runs", false, 1)
+				continue
 			}
 			r.add(step.metric+"_"+v.name, "s", false, time.Since(start).Seconds())
 		}
 	}
 	return nil
+}
+
+// The scripts of the steps: a new repository and its first commit; a line
+// appended to the gitBenchChanged files of d00 and d01, then a commit.
+const (
+	gitInitScript   = "git init -q && git config gc.auto 0 && git add -A && git commit -q -m initial"
+	gitChangeScript = "for f in d00/* d01/*; do echo change >> \"$f\"; done && git add -A && git commit -q -m change"
+)
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // writeGitTree writes the repository's files below dir.
@@ -159,9 +195,13 @@ func printGitCommit(w io.Writer, r *Report) {
 		head += v.label + "\t"
 	}
 	fmt.Fprintln(tw, head+"bound/unbound\t--guard-git/unbound\t")
-	for _, step := range []string{gitStepInitial, gitStepFollowup} {
+	for _, step := range []string{gitStepInitial, gitStepFollowup, gitStepExisting} {
 		line := step + "\ts\t"
 		for _, v := range gitVariants {
+			if _, refused := r.get(step + "_" + v.name + gitRefused); refused {
+				line += "refused\t"
+				continue
+			}
 			line += num(med(r, step+"_"+v.name)) + "\t"
 		}
 		unb := med(r, step+"_unbound")
