@@ -489,3 +489,8 @@ func checkText(op, path, field, s string) error {
 	return provider.NewError(provider.CodeNotText, op, path, nil,
 		"%s is not valid UTF-8; dshmount stores text, so convert it to UTF-8 first", field)
 }
+
+// Discover returns the daemon's OpenRPC document (rpc.discover).
+func (c *Client) Discover(ctx context.Context) (*OpenRPC, error) {
+	return callTyped[OpenRPC](ctx, c, MethodDiscover, Empty{})
+}

@@ -24,30 +24,6 @@ type withAfter struct {
 	after  func()
 }
 
-// handlers returns the method table.
-func (s *Server) handlers() map[string]handler {
-	t := map[string]handler{
-		MethodSessionOpen:  s.sessionOpen,
-		MethodSessionClose: s.sessionClose,
-		MethodSessionBind:  s.sessionBind,
-		MethodStat:         s.stat,
-		MethodList:         s.list,
-		MethodRead:         s.read,
-		MethodWrite:        s.write,
-		MethodEdit:         s.edit,
-		MethodPatch:        s.patch,
-		MethodDelete:       s.delete,
-		MethodMove:         s.move,
-		MethodWatch:        s.watch,
-		MethodUnwatch:      s.unwatch,
-		MethodLog:          s.auditLog,
-		MethodStatus:       s.status,
-		MethodChanges:      s.changesMethod(),
-	}
-	s.branchMethods(t)
-	return t
-}
-
 // handleLine decodes one request line, runs it and returns the encoded
 // response (nil for a notification) and an optional func to run after the
 // response is written. It never panics.
@@ -163,14 +139,6 @@ func (s *Server) callAs(ctx context.Context, c *conn, method string, h handler, 
 		}
 	}()
 	return h(ctx, c, params)
-}
-
-// methodNames lists the methods in a stable order.
-func methodNames() []string {
-	return []string{MethodSessionOpen, MethodSessionClose, MethodSessionBind, MethodStat, MethodList,
-		MethodRead, MethodWrite, MethodEdit, MethodPatch, MethodDelete, MethodMove, MethodWatch,
-		MethodUnwatch, MethodLog, MethodStatus, MethodBranchCreate, MethodBranchList, MethodBranchDiff,
-		MethodBranchCommit, MethodBranchDiscard, MethodBranchMount, MethodBranchUnmount, MethodBranchRebase, MethodChanges}
 }
 
 // validID reports whether a raw id is a string, a number or null.

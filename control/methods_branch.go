@@ -13,18 +13,6 @@ import (
 	"github.com/dshmount/dshmount/provider"
 )
 
-// branchMethods registers the branch.* methods in a method table.
-func (s *Server) branchMethods(t map[string]handler) {
-	t[MethodBranchCreate] = s.branchCreate
-	t[MethodBranchList] = s.branchList
-	t[MethodBranchDiff] = s.branchDiff
-	t[MethodBranchCommit] = s.branchCommit
-	t[MethodBranchDiscard] = s.branchDiscard
-	t[MethodBranchMount] = s.branchMount
-	t[MethodBranchUnmount] = s.branchUnmount
-	t[MethodBranchRebase] = s.branchRebase
-}
-
 // branchScopes holds, per branch, the engine that serves the fs.* methods
 // in it (the sessions' default branches are kept by the manager).
 type branchScopes struct {
