@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -19,12 +22,19 @@ import (
 // error that becomes an isError result (see toolError).
 type toolFunc[In, Out any] func(ctx context.Context, in In) (text string, out Out, err error)
 
-// toolSpec describes one tool: its wire definition, a usage line shown
-// when the arguments are wrong, and schema tweaks the struct tags cannot
-// express (minimums).
+// toolSpec describes one tool: its wire definition, the socket method it
+// calls, a usage line shown when the arguments are wrong, and schema
+// tweaks the struct tags cannot express (minimums).
 type toolSpec struct {
 	tool  *sdk.Tool
 	usage string
+	// method is the socket method the tool calls; each argument's JSON
+	// type comes from that method's params in the daemon's rpc.discover
+	// document.
+	method string
+	// params names the socket param of each argument whose name differs
+	// (old_string → oldString).
+	params map[string]string
 	// minimums sets "minimum" on integer properties.
 	minimums map[string]float64
 }
@@ -33,9 +43,12 @@ type toolSpec struct {
 // validates the arguments itself, so that bad arguments produce a tool
 // error starting with FS_INVALID_ARGUMENT and the tool's usage, the same
 // shape as every other failure.
-func addTool[In, Out any](s *sdk.Server, base string, spec toolSpec, h toolFunc[In, Out]) error {
+func addTool[In, Out any](s *sdk.Server, doc *control.OpenRPC, base string, spec toolSpec, h toolFunc[In, Out]) error {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
+		return fmt.Errorf("input schema of %s: %w", spec.tool.Name, err)
+	}
+	if err := typesFromMethod(in, doc, spec); err != nil {
 		return fmt.Errorf("input schema of %s: %w", spec.tool.Name, err)
 	}
 	for name, lo := range spec.minimums {
@@ -76,6 +89,42 @@ func addTool[In, Out any](s *sdk.Server, base string, spec toolSpec, h toolFunc[
 			StructuredContent: result,
 		}, nil
 	})
+	return nil
+}
+
+// typesFromMethod gives every argument of a tool the JSON type of the
+// socket param it stands for, from the daemon's method document: the
+// tool's arguments are the socket method's params (renamed where the tool
+// spells them otherwise), minus those the server fills itself (session,
+// cwd, version tokens). An argument the method does not take is an error.
+func typesFromMethod(in *jsonschema.Schema, doc *control.OpenRPC, spec toolSpec) error {
+	i := slices.IndexFunc(doc.Methods, func(m control.OpenRPCMethod) bool { return m.Name == spec.method })
+	if i < 0 {
+		return fmt.Errorf("the daemon has no method %q", spec.method)
+	}
+	m := doc.Methods[i]
+	for _, arg := range slices.Sorted(maps.Keys(in.Properties)) {
+		p, name := in.Properties[arg], arg
+		if renamed, ok := spec.params[arg]; ok {
+			name = renamed
+		}
+		j := slices.IndexFunc(m.Params, func(q control.OpenRPCParam) bool { return q.Name == name })
+		if j < 0 {
+			return fmt.Errorf("argument %q: %s has no param %q", arg, m.Name, name)
+		}
+		from := m.Params[j].Schema
+		types := from.Types
+		if from.Type != "" {
+			types = []string{from.Type}
+		}
+		// An argument is omitted, never null.
+		types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "null" })
+		if len(types) == 1 {
+			p.Type, p.Types = types[0], nil
+		} else {
+			p.Type, p.Types = "", types
+		}
+	}
 	return nil
 }
 

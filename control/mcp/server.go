@@ -157,18 +157,24 @@ func Run(ctx context.Context, cfg Config, t sdk.Transport) error {
 	return errors.Join(serveErr, c.Close())
 }
 
-// addTools registers every tool.
+// addTools registers every tool, with argument types from the method
+// document.
 func (c *Conn) addTools() error {
+	doc, err := control.Discover()
+	if err != nil {
+		return fmt.Errorf("the socket's method document: %w", err)
+	}
+	base := c.cfg.Cwd
 	return errors.Join(
-		addTool(c.server, c.cfg.Cwd, readSpec, c.read),
-		addTool(c.server, c.cfg.Cwd, writeSpec, c.write),
-		addTool(c.server, c.cfg.Cwd, editSpec, c.edit),
-		addTool(c.server, c.cfg.Cwd, patchSpec, c.applyPatch),
-		addTool(c.server, c.cfg.Cwd, moveSpec, c.move),
-		addTool(c.server, c.cfg.Cwd, deleteSpec, c.delete),
-		addTool(c.server, c.cfg.Cwd, listSpec, c.list),
-		addTool(c.server, c.cfg.Cwd, statSpec, c.stat),
-		addTool(c.server, c.cfg.Cwd, branchRebaseSpec, c.branchRebase),
+		addTool(c.server, &doc, base, readSpec, c.read),
+		addTool(c.server, &doc, base, writeSpec, c.write),
+		addTool(c.server, &doc, base, editSpec, c.edit),
+		addTool(c.server, &doc, base, patchSpec, c.applyPatch),
+		addTool(c.server, &doc, base, moveSpec, c.move),
+		addTool(c.server, &doc, base, deleteSpec, c.delete),
+		addTool(c.server, &doc, base, listSpec, c.list),
+		addTool(c.server, &doc, base, statSpec, c.stat),
+		addTool(c.server, &doc, base, branchRebaseSpec, c.branchRebase),
 	)
 }
 

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dshmount/dshmount/control"
 )
 
 // Tool names.
@@ -159,26 +161,26 @@ func boolPtr(b bool) *bool { return &b }
 
 // readSpec … statSpec are the tool definitions shown by tools/list.
 var (
-	readSpec = toolSpec{
+	readSpec = toolSpec{method: control.MethodRead,
 		tool: &sdk.Tool{Name: ToolRead, Title: "Read a file",
 			Description: `Read a text file of the workspace. Lines come numbered like 'cat -n' (the number, a tab, then the line; the number is not part of the file). A footer gives the line range returned and totalLines, the length of the whole file; when the window or the byte cap cut the file short it tells you the offset to read on from. Reading records that you have seen this version of the file, which is what allows a later edit, write, move or delete of it. A file that does not exist gives FS_NOT_FOUND (and lets you create it with write). ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}},
 		usage:    `read {"path": string, "offset"?: integer >= 1, "limit"?: integer >= 1}`,
 		minimums: map[string]float64{"offset": 1, "limit": 1},
 	}
-	writeSpec = toolSpec{
+	writeSpec = toolSpec{method: control.MethodWrite,
 		tool: &sdk.Tool{Name: ToolWrite, Title: "Create or replace a file",
 			Description: `Write the complete content of a file, creating it (with its parent directories) or replacing it. ` + guardRules + ` So: to create a new file, just write it; to replace an existing file, read it first. Prefer edit or apply_patch for changes to part of a file. ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}},
 		usage: `write {"path": string, "content": string}`,
 	}
-	editSpec = toolSpec{
+	editSpec = toolSpec{method: control.MethodEdit, params: map[string]string{"old_string": "oldString", "new_string": "newString", "replace_all": "replaceAll"},
 		tool: &sdk.Tool{Name: ToolEdit, Title: "Replace text in a file",
 			Description: `Replace an exact piece of text in a file. old_string must match the file literally (whitespace and indentation included, without the line-number prefixes of the read tool) and occur exactly once, unless replace_all is true. ` + guardRules + ` ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}},
 		usage: `edit {"path": string, "old_string": string, "new_string": string, "replace_all"?: boolean}`,
 	}
-	patchSpec = toolSpec{
+	patchSpec = toolSpec{method: control.MethodPatch,
 		tool: &sdk.Tool{Name: ToolApplyPatch, Title: "Apply a multi-file patch",
 			Description: `Apply a patch in the apply_patch format: it can add, update (with @@ hunks of ' ' context, '-' removed and '+' added lines), move (*** Move to:) and delete files in one call. Example:
 *** Begin Patch
@@ -194,31 +196,31 @@ var (
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}},
 		usage: `apply_patch {"patch": "*** Begin Patch\n...\n*** End Patch"}`,
 	}
-	moveSpec = toolSpec{
+	moveSpec = toolSpec{method: control.MethodMove,
 		tool: &sdk.Tool{Name: ToolMove, Title: "Move or rename a file",
 			Description: `Move (rename) a file. The source must have been read, and must not have changed since; the destination must not exist unless you have read it (then it is replaced). ` + guardRules + ` ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}},
 		usage: `move {"from": string, "to": string}`,
 	}
-	deleteSpec = toolSpec{
+	deleteSpec = toolSpec{method: control.MethodDelete,
 		tool: &sdk.Tool{Name: ToolDelete, Title: "Delete a file",
 			Description: `Delete a file. ` + guardRules + ` ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), IdempotentHint: false, OpenWorldHint: boolPtr(false)}},
 		usage: `delete {"path": string}`,
 	}
-	listSpec = toolSpec{
+	listSpec = toolSpec{method: control.MethodList,
 		tool: &sdk.Tool{Name: ToolList, Title: "List a directory",
 			Description: `List the entries of a workspace directory ("." is the workspace root): one per line, directories with a trailing '/', files with their size. Listing does not count as reading the files. ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}},
 		usage: `list {"path": string}`,
 	}
-	statSpec = toolSpec{
+	statSpec = toolSpec{method: control.MethodStat,
 		tool: &sdk.Tool{Name: ToolStat, Title: "Stat a path",
 			Description: `Tell whether a path exists, and its type, size and version token. It does not read the content. ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)}},
 		usage: `stat {"path": string}`,
 	}
-	branchRebaseSpec = toolSpec{
+	branchRebaseSpec = toolSpec{method: control.MethodBranchRebase,
 		tool: &sdk.Tool{Name: ToolBranchRebase, Title: "Rebase a branch on the workspace",
 			Description: `Merge the workspace's changes made since a branch started each file into the branch, line by line as git merges (changes to the same or adjacent lines conflict). All clean: the branch's files take both changes and a later commit of the branch applies. Any conflict: nothing changes and the error is FS_MERGE_CONFLICT listing each conflicted region (path, base line, ours = the branch, theirs = the workspace): edit the branch's file, then rebase again; or pass markers: true to get git-style conflict markers in the files, remove them, then commit. A branch records no renames: a renamed file is a delete plus a create. ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(false), OpenWorldHint: boolPtr(false)}},
