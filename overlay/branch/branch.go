@@ -26,6 +26,10 @@ type Lower interface {
 	Lock(ctx context.Context, keys ...provider.Key) (func(), error)
 	// TargetForRel is the target of a clean workspace-relative path.
 	TargetForRel(rel string) provider.Target
+	// Beneath gives the commit journal its primitive changes on
+	// workspace-relative paths: none leaves the root or follows a
+	// symbolic link.
+	Beneath() *local.Beneath
 }
 
 // maxCopyUp bounds the size of a file a branch copies up.

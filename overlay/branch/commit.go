@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -334,8 +332,8 @@ func (m *Manager) plan(cs ChangeSet) ([]step, []provider.Key, []provider.Target)
 // current is the workspace's state of rel: its version, BaseAbsent, or
 // BaseDir.
 func (m *Manager) current(ctx context.Context, rel string) (provider.Version, error) {
-	if st, err := os.Lstat(m.hostPath(rel)); err == nil && st.Mode()&os.ModeSymlink != 0 {
-		target, err := os.Readlink(m.hostPath(rel))
+	if mode, err := m.fence.Lstat(rel); err == nil && mode&os.ModeSymlink != 0 {
+		target, err := m.fence.Readlink(rel)
 		if err != nil {
 			return "", err
 		}
@@ -574,8 +572,8 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(co
 	if err := hook(); err != nil {
 		return nil, err
 	}
-	staging := m.hostPath(j.Staging)
-	if err := os.MkdirAll(staging, 0o700); err != nil {
+	staging := j.Staging
+	if err := m.fence.MkdirAll(staging); err != nil {
 		return nil, m.abandon(j, fmt.Errorf("%s: create the staging directory: %w", j.Label, err))
 	}
 	for i := range j.Steps {
@@ -586,19 +584,18 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(co
 			mode := s.mode
 			if mode == 0 {
 				mode = 0o644
-				if st, err := os.Stat(m.hostPath(s.Path)); err == nil && s.Base != BaseAbsent {
-					mode = st.Mode().Perm()
+				if st, err := m.fence.Lstat(s.Path); err == nil && s.Base != BaseAbsent {
+					mode = st.Perm()
 				}
 			}
 			if s.Link != "" {
-				if err := os.Symlink(s.Link, filepath.Join(staging, s.Staged)); err != nil {
+				if err := m.fence.Symlink(s.Link, path.Join(staging, s.Staged)); err != nil {
 					return nil, m.abandon(j, fmt.Errorf("%s: stage %s: %w", j.Label, s.Path, err))
 				}
 			} else {
-				if err := os.WriteFile(filepath.Join(staging, s.Staged), s.data, mode); err != nil {
+				if err := m.fence.WriteFile(path.Join(staging, s.Staged), s.data, mode); err != nil {
 					return nil, m.abandon(j, fmt.Errorf("%s: stage %s: %w", j.Label, s.Path, err))
 				}
-				_ = os.Chmod(filepath.Join(staging, s.Staged), mode)
 			}
 			if s.Base != BaseAbsent && s.Base != BaseDir {
 				s.Backup = fmt.Sprintf("b%d", i)
@@ -607,7 +604,7 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(co
 			s.Backup = fmt.Sprintf("b%d", i)
 		}
 		if s.Backup != "" {
-			if err := os.Link(m.hostPath(s.Path), filepath.Join(staging, s.Backup)); err != nil {
+			if err := m.fence.Link(s.Path, path.Join(staging, s.Backup)); err != nil {
 				return nil, m.abandon(j, fmt.Errorf("%s: keep the old %s: %w", j.Label, s.Path, err))
 			}
 		}
@@ -617,7 +614,7 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(co
 			}
 		}
 	}
-	if err := syncfs(staging); err != nil {
+	if err := m.fence.Sync(); err != nil {
 		return nil, m.abandon(j, fmt.Errorf("%s: flush the staged files: %w", j.Label, err))
 	}
 	j.State = stateApplying
@@ -639,7 +636,7 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(co
 			return nil, err
 		}
 	}
-	if err := syncfs(m.lower.Root()); err != nil {
+	if err := m.fence.Sync(); err != nil {
 		return nil, fmt.Errorf("%s: flush the workspace: %w", j.Label, err)
 	}
 	files := appliedFiles(m, j)
@@ -675,17 +672,14 @@ func (m *Manager) stageAndApply(ctx context.Context, j *journal, applied func(co
 
 // applyStep does one step.
 func (m *Manager) applyStep(j *journal, s step) error {
-	p := m.hostPath(s.Path)
 	var err error
 	switch s.Op {
 	case opWrite:
-		err = os.Rename(filepath.Join(m.hostPath(j.Staging), s.Staged), p)
-	case opDelete:
-		err = os.Remove(p)
+		err = m.fence.Rename(path.Join(j.Staging, s.Staged), s.Path)
+	case opDelete, opRmdir:
+		err = m.fence.Remove(s.Path)
 	case opMkdir:
-		err = mkdirMode(p, s.Mode)
-	case opRmdir:
-		err = os.Remove(p)
+		err = m.mkdirMode(s.Path, s.Mode)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %s %s: %w", j.Label, s.Op, s.Path, err)
@@ -706,34 +700,20 @@ func (m *Manager) abandon(j *journal, err error) error {
 // removeStaging deletes a commit's staging directory (and the staging root
 // when empty).
 func (m *Manager) removeStaging(j *journal) {
-	_ = os.RemoveAll(m.hostPath(j.Staging))
-	_ = os.Remove(m.hostPath(StagingDir))
+	_ = m.fence.RemoveAll(j.Staging)
+	_ = m.fence.Remove(StagingDir)
 }
 
-// syncfs flushes the filesystem holding dir: every staged file, link and
-// rename on it in one call.
-func syncfs(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
-}
-
-// mkdirMode makes the directory p (an existing one is fine) with the
-// permission bits mode (0: 0755).
-func mkdirMode(p string, mode uint32) error {
+// mkdirMode makes the workspace directory rel (an existing one is fine)
+// with the permission bits mode (0: 0755 less the umask, as mkdir(1)).
+func (m *Manager) mkdirMode(rel string, mode uint32) error {
 	perm := os.FileMode(0o755)
 	if mode != 0 {
 		perm = os.FileMode(mode).Perm()
 	}
-	err := os.Mkdir(p, perm)
+	err := m.fence.Mkdir(rel, perm)
 	if errors.Is(err, fs.ErrExist) {
 		return nil
-	}
-	if err == nil && mode != 0 {
-		err = os.Chmod(p, perm)
 	}
 	return err
 }

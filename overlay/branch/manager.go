@@ -47,6 +47,7 @@ type Manager struct {
 	dir      string  // <state>/branches
 	journals records // <state>/branches.journal
 	lower    Lower
+	fence    *local.Beneath // the journal's way to the workspace (lower.Beneath())
 	log      *slog.Logger
 	now      func() time.Time
 	hooks    testHooks
@@ -82,7 +83,7 @@ func Open(stateDir string, lower Lower, opts Options) (*Manager, error) {
 	m := &Manager{
 		dir:      filepath.Join(stateDir, "branches"),
 		journals: records{dir: filepath.Join(stateDir, "branches.journal")},
-		lower:    lower, log: opts.Logger, now: opts.Now, hooks: opts.hooks,
+		lower:    lower, fence: lower.Beneath(), log: opts.Logger, now: opts.Now, hooks: opts.hooks,
 		branches: map[string]*Branch{},
 	}
 	for _, d := range []string{m.dir, m.journals.dir} {

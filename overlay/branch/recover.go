@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -89,7 +89,7 @@ func (m *Manager) recoverOne(j *journal) error {
 		m.removeStaging(j)
 		return nil
 	}
-	if err := syncfs(m.lower.Root()); err != nil {
+	if err := m.fence.Sync(); err != nil {
 		return fmt.Errorf("flush the workspace: %w", err)
 	}
 	if err := m.markApplied(j, false); err != nil {
@@ -110,7 +110,7 @@ func (m *Manager) changedWhileDown(j *journal) ([]string, error) {
 		}
 		switch s.Op {
 		case opWrite:
-			_, serr := os.Lstat(filepath.Join(m.hostPath(j.Staging), s.Staged))
+			_, serr := m.fence.Lstat(path.Join(j.Staging, s.Staged))
 			if pending := serr == nil; pending && cur != s.Base || !pending && cur != s.New {
 				changed = append(changed, s.Path)
 			}
@@ -220,21 +220,20 @@ func listPaths(ps []string) string {
 
 // redo does a step of a journal being finished, unless it is done.
 func (m *Manager) redo(j *journal, s step) error {
-	p := m.hostPath(s.Path)
 	switch s.Op {
 	case opWrite:
-		staged := filepath.Join(m.hostPath(j.Staging), s.Staged)
-		if _, err := os.Lstat(staged); errors.Is(err, fs.ErrNotExist) {
+		staged := path.Join(j.Staging, s.Staged)
+		if _, err := m.fence.Lstat(staged); errors.Is(err, fs.ErrNotExist) {
 			return nil // renamed already
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := m.fence.MkdirAll(path.Dir(s.Path)); err != nil {
 			return err
 		}
-		return os.Rename(staged, p)
+		return m.fence.Rename(staged, s.Path)
 	case opMkdir:
-		return mkdirMode(p, s.Mode)
+		return m.mkdirMode(s.Path, s.Mode)
 	case opDelete, opRmdir:
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := m.fence.Remove(s.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -247,11 +246,11 @@ func (m *Manager) redo(j *journal, s step) error {
 // removed when empty. A path that holds neither the commit's content nor
 // its base was changed by someone else and is left alone.
 func (m *Manager) rollBack(j *journal) error {
-	staging := m.hostPath(j.Staging)
+	staging := j.Staging
 	var errs []error
 	for i := len(j.Steps) - 1; i >= 0; i-- {
 		s := j.Steps[i]
-		p := m.hostPath(s.Path)
+		p := s.Path
 		switch s.Op {
 		case opWrite:
 			cur, err := m.current(context.Background(), s.Path)
@@ -262,30 +261,30 @@ func (m *Manager) rollBack(j *journal) error {
 			if cur != s.New {
 				continue
 			}
-			if _, serr := os.Lstat(filepath.Join(staging, s.Staged)); serr == nil {
+			if _, serr := m.fence.Lstat(path.Join(staging, s.Staged)); serr == nil {
 				continue // never renamed: the same bytes were already there
 			}
 			if s.Backup == "" {
-				errs = append(errs, ignoreMissing(os.Remove(p)))
+				errs = append(errs, ignoreMissing(m.fence.Remove(p)))
 				continue
 			}
-			errs = append(errs, os.Rename(filepath.Join(staging, s.Backup), p))
+			errs = append(errs, m.fence.Rename(path.Join(staging, s.Backup), p))
 		case opDelete:
-			if _, err := os.Lstat(p); err == nil {
+			if _, err := m.fence.Lstat(p); err == nil {
 				continue
 			}
-			b := filepath.Join(staging, s.Backup)
-			if _, err := os.Lstat(b); err != nil {
+			b := path.Join(staging, s.Backup)
+			if _, err := m.fence.Lstat(b); err != nil {
 				continue
 			}
-			_ = os.MkdirAll(filepath.Dir(p), 0o755)
-			errs = append(errs, os.Rename(b, p))
+			_ = m.fence.MkdirAll(path.Dir(p))
+			errs = append(errs, m.fence.Rename(b, p))
 		case opRmdir:
-			if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := m.fence.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				errs = append(errs, err)
 			}
 		case opMkdir:
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotEmpty(err) {
+			if err := m.fence.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotEmpty(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -293,7 +292,7 @@ func (m *Manager) rollBack(j *journal) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return syncfs(m.lower.Root())
+	return m.fence.Sync()
 }
 
 // ignoreMissing drops a not-exist error.
@@ -312,17 +311,16 @@ func isNotEmpty(err error) bool {
 // removeStrayStaging removes staging directories no journal names (a kill
 // after the journal went, before its staging did).
 func (m *Manager) removeStrayStaging(_ []string) {
-	root := m.hostPath(StagingDir)
-	des, err := os.ReadDir(root)
+	names, err := m.fence.ReadDir(StagingDir)
 	if err != nil {
 		return
 	}
-	for _, de := range des {
+	for _, name := range names {
 		var j journal
-		if ok, _ := m.journals.get(de.Name()+".json", &j); ok {
+		if ok, _ := m.journals.get(name+".json", &j); ok {
 			continue
 		}
-		_ = os.RemoveAll(filepath.Join(root, de.Name()))
+		_ = m.fence.RemoveAll(path.Join(StagingDir, name))
 	}
-	_ = os.Remove(root)
+	_ = m.fence.Remove(StagingDir)
 }
