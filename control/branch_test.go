@@ -32,7 +32,7 @@ func newBranchEnv(t *testing.T) *testEnv {
 		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: quietLogger()})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
-		cfg.Branches = mgr
+		cfg.Branches, cfg.Journal = mgr, mgr.Journal()
 	})
 	env.engine = env.srv.engine
 	return env

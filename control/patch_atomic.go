@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/dshmount/dshmount/internal/journal"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/patch"
@@ -12,6 +13,16 @@ import (
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
+
+// Committer applies a change set to the workspace all or nothing, a kill
+// -9 included (*journal.Journal).
+type Committer interface {
+	Apply(ctx context.Context, cs journal.ChangeSet, hooks journal.Hooks) ([]journal.AppliedFile, error)
+}
+
+// errNoJournal answers an atomic patch to a daemon without a journal.
+var errNoJournal = &callError{obj: ErrorObject{Code: CodeUnavailable,
+	Message: "atomic patches are not available: this daemon has no commit journal"}}
 
 // atomicFile is the simulated state of one path of an atomic patch.
 type atomicFile struct {
@@ -29,8 +40,8 @@ type atomicFile struct {
 // workspace still holds those bytes (else FS_STALE_VERSION naming the
 // conflicts), a kill -9 included.
 func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Operation, cwd string, unconditional bool) (any, error) {
-	if s.br.mgr == nil {
-		return nil, errNoBranches
+	if s.journal == nil {
+		return nil, errNoJournal
 	}
 	files := map[provider.Key]*atomicFile{}
 	var order []*atomicFile
@@ -169,7 +180,7 @@ func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Op
 		}
 		cs.Changes = append(cs.Changes, branch.Change{Path: f.target.DisplayPath, Base: f.base, Data: []byte(content)})
 	}
-	applied, err := s.br.mgr.Apply(ctx, cs, s.commitHooks(a, "atomic patch"))
+	applied, err := s.journal.Apply(ctx, cs, s.commitHooks(a, "atomic patch"))
 	if err != nil {
 		return nil, conflictError(err)
 	}

@@ -84,6 +84,10 @@ type Config struct {
 	// Branches keeps the branches of branch.* and of the fs.* methods'
 	// branch parameter; nil: they answer an error.
 	Branches *branch.Manager
+	// Journal applies atomic patches all or nothing (the workspace's one
+	// commit journal, which branch commits go through too); nil: atomic
+	// patches answer an error.
+	Journal Committer
 	// BranchMounts serves branches as FUSE mounts (branch.create's mount,
 	// branch.mount); nil: those are refused.
 	BranchMounts BranchMounter
@@ -169,6 +173,7 @@ type Server struct {
 	names   *sessionNames // names of the sessions opened here, closed ones included
 	fs      provider.FileSystem
 	br      *branchScopes
+	journal Committer
 	uid     uint32
 	self    *creds // the daemon's filesystem credentials, restored after a peer's request
 	started time.Time
@@ -259,6 +264,7 @@ func NewServer(cfg Config) (*Server, error) {
 		requests: make(chan struct{}, cfg.MaxRequests),
 	}
 	s.br = newBranchScopes(cfg.Branches, s.fs, cfg.BranchMounts)
+	s.journal = cfg.Journal
 	if cfg.Branches != nil {
 		s.auditRecovered(cfg.Branches.TakeRecovered())
 	}

@@ -56,7 +56,7 @@ func startDaemon(t *testing.T) *testDaemon {
 	branches, err := branch.Open(t.TempDir(), fs, branch.Options{Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = branches.Close() })
-	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger(), Branches: branches})
+	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger(), Branches: branches, Journal: branches.Journal()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

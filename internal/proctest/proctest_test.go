@@ -97,6 +97,19 @@ func TestBlockedInKernel_RunningAndZombieProcessesAreNot(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	pid := cmd.Process.Pid
+	// Wait until it sleeps: while exec loads the binary it may be in D.
+	require.Eventually(t, func() bool {
+		states, err := ThreadStates(pid)
+		if err != nil || len(states) == 0 {
+			return false
+		}
+		for _, st := range states {
+			if st != "S" {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "sleep never went to sleep")
 	blocked, err := BlockedInKernel(pid)
 	require.NoError(t, err)
 	assert.False(t, blocked, "a sleeping process")

@@ -1,6 +1,8 @@
 package branch
 
 import (
+	"github.com/dshmount/dshmount/internal/records"
+
 	"errors"
 	"fmt"
 	"io"
@@ -51,7 +53,7 @@ func (b *Branch) keepBaseBytes(op, rel string, data []byte, mode os.FileMode) (f
 	if err := os.MkdirAll(filepath.Dir(bp), 0o755); err != nil {
 		return func() {}, b.baseError(op, rel, err)
 	}
-	if err := writeFileAtomic(bp, data, false); err != nil {
+	if err := records.WriteFileAtomic(bp, data, false); err != nil {
 		return func() {}, b.baseError(op, rel, err)
 	}
 	_ = os.Chmod(bp, mode.Perm())

@@ -261,7 +261,7 @@ func TestSessionBranch_SurvivesRestart(t *testing.T) {
 	assert.Equal(t, "b", e.m.SessionBranch("s-1"))
 	assert.Equal(t, "", e.m.SessionBranch("s-2"))
 	// The record is not taken for a commit journal.
-	names, err := e.m.journals.list(".json")
+	names, err := e.m.journals.List(".json")
 	require.NoError(t, err)
 	assert.Empty(t, names)
 }

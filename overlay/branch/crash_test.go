@@ -116,7 +116,7 @@ func TestCommit_RollsBackWhenAPathChangedWhileDown(t *testing.T) {
 // assertClean checks that no journal and no staging are left.
 func assertClean(t *testing.T, e *env) {
 	t.Helper()
-	des, err := os.ReadDir(e.m.journals.dir)
+	des, err := os.ReadDir(e.m.journals.Path)
 	require.NoError(t, err)
 	assert.Empty(t, des, "no journal left")
 	_, err = os.Stat(e.m.hostPath(StagingDir))

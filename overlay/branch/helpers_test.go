@@ -2,6 +2,7 @@ package branch
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -137,3 +138,7 @@ func (e *env) snapshot() map[string]string {
 
 // newLower opens the workspace backend.
 func newLower(ws string) (*local.FS, error) { return local.New(ws, local.Options{}) }
+
+// errStopped is a commit stopped by a test hook, the disk left as a kill
+// would leave it.
+var errStopped = errors.New("commit stopped by a test hook")

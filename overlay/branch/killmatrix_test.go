@@ -1,6 +1,8 @@
 package branch
 
 import (
+	"github.com/dshmount/dshmount/internal/records"
+
 	"context"
 	"errors"
 	"fmt"
@@ -236,7 +238,7 @@ func TestKillHelper(t *testing.T) {
 	}
 	e.open()
 	hooks := Hooks{Applied: func(context.Context, []AppliedFile) {
-		require.NoError(t, writeFileAtomic(filepath.Join(e.state, "live-audit"), []byte("recorded\n"), true))
+		require.NoError(t, records.WriteFileAtomic(filepath.Join(e.state, "live-audit"), []byte("recorded\n"), true))
 	}}
 	if os.Getenv("DSH_BRANCH_HOW") == "atomic" {
 		b, err := e.m.Get("big")

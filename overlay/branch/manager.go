@@ -1,6 +1,10 @@
 package branch
 
 import (
+	"github.com/dshmount/dshmount/internal/records"
+
+	"github.com/dshmount/dshmount/internal/journal"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,7 +17,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/provider"
@@ -22,7 +25,7 @@ import (
 
 // StagingDir is the directory, in the workspace root, where a commit stages
 // its files; the daemon's view hides it.
-const StagingDir = ".dshmount-staging"
+const StagingDir = journal.StagingDir
 
 // Options configure Open.
 type Options struct {
@@ -44,22 +47,17 @@ type testHooks struct {
 
 // Manager owns the branches of one workspace and the commit journal.
 type Manager struct {
-	dir      string  // <state>/branches
-	journals records // <state>/branches.journal
+	dir      string      // <state>/branches
+	journals records.Dir // <state>/branches.journal: the commits' journals, branch temp and trash
+	journal  *journal.Journal
 	lower    Lower
-	fence    *local.Beneath // the journal's way to the workspace (lower.Beneath())
 	log      *slog.Logger
 	now      func() time.Time
 	hooks    testHooks
 
-	commitMu sync.Mutex                   // one commit at a time
-	active   atomic.Pointer[activeCommit] // the commit being applied, if any
-
 	mu       sync.Mutex
 	branches map[string]*Branch
 	defaults map[string]string // session → default branch, loaded on first use
-
-	recovered []Recovered // commits Open settled (TakeRecovered)
 }
 
 // Info describes one branch for listings.
@@ -82,16 +80,22 @@ func Open(stateDir string, lower Lower, opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		dir:      filepath.Join(stateDir, "branches"),
-		journals: records{dir: filepath.Join(stateDir, "branches.journal")},
-		lower:    lower, fence: lower.Beneath(), log: opts.Logger, now: opts.Now, hooks: opts.hooks,
+		journals: records.Dir{Path: filepath.Join(stateDir, "branches.journal")},
+		lower:    lower, log: opts.Logger, now: opts.Now, hooks: opts.hooks,
 		branches: map[string]*Branch{},
 	}
-	for _, d := range []string{m.dir, m.journals.dir} {
+	for _, d := range []string{m.dir, m.journals.Path} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("branches: create %s: %w", d, err)
 		}
 	}
-	if err := m.recover(); err != nil {
+	jr, err := journal.Open(lower, journal.Options{Dir: m.journals.Path, Logger: opts.Logger,
+		FinishBranch: m.finishBranch, StepHook: m.stepHook})
+	if err != nil {
+		return nil, fmt.Errorf("branches: %w", err)
+	}
+	m.journal = jr
+	if err := jr.Recover(); err != nil {
 		return nil, fmt.Errorf("branches: finish an interrupted commit: %w", err)
 	}
 	m.removeTrash()
@@ -138,7 +142,7 @@ type meta struct {
 func (m *Manager) load(name string) (*Branch, error) {
 	dir := filepath.Join(m.dir, name)
 	var md meta
-	ok, err := (records{dir: dir}).get("branch.json", &md)
+	ok, err := (records.Dir{Path: dir}).Get("branch.json", &md)
 	if err != nil {
 		return nil, err
 	}
@@ -222,12 +226,12 @@ func (m *Manager) CreateFor(name string, owner uint32) (*Branch, error) {
 		return nil, provider.NewError(provider.CodeInvalidArgument, "branch", "", nil,
 			"branch %s already exists; choose another name, or commit or discard it first", name)
 	}
-	tmp, err := os.MkdirTemp(m.journals.dir, "new-")
+	tmp, err := os.MkdirTemp(m.journals.Path, "new-")
 	if err != nil {
 		return nil, fmt.Errorf("create branch %s: %w", name, err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := (records{dir: tmp}).put("branch.json", meta{Name: name, Created: m.now().UTC(), Owner: owner}); err != nil {
+	if err := (records.Dir{Path: tmp}).Put("branch.json", meta{Name: name, Created: m.now().UTC(), Owner: owner}); err != nil {
 		return nil, fmt.Errorf("create branch %s: %w", name, err)
 	}
 	if err := os.Mkdir(filepath.Join(tmp, "upper"), 0o755); err != nil {
@@ -241,7 +245,7 @@ func (m *Manager) CreateFor(name string, owner uint32) (*Branch, error) {
 		}
 		return nil, fmt.Errorf("create branch %s: %w", name, err)
 	}
-	if err := syncDir(m.dir); err != nil {
+	if err := records.SyncDir(m.dir); err != nil {
 		return nil, fmt.Errorf("create branch %s: %w", name, err)
 	}
 	b, err := m.load(name)
@@ -311,14 +315,14 @@ func (m *Manager) drop(b *Branch) error {
 // removeBranchDir moves a branch directory aside in one rename (so a kill
 // leaves no half branch), then deletes it.
 func (m *Manager) removeBranchDir(name string) error {
-	trash := filepath.Join(m.journals.dir, "trash-"+randomID())
+	trash := filepath.Join(m.journals.Path, "trash-"+randomID())
 	if err := os.Rename(filepath.Join(m.dir, name), trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return fmt.Errorf("remove branch %s: %w", name, err)
 	}
-	if err := syncDir(m.dir); err != nil {
+	if err := records.SyncDir(m.dir); err != nil {
 		return fmt.Errorf("remove branch %s: %w", name, err)
 	}
 	return os.RemoveAll(trash)
@@ -326,10 +330,10 @@ func (m *Manager) removeBranchDir(name string) error {
 
 // removeTrash deletes what killed discards and creations left.
 func (m *Manager) removeTrash() {
-	des, _ := os.ReadDir(m.journals.dir)
+	des, _ := os.ReadDir(m.journals.Path)
 	for _, de := range des {
 		if strings.HasPrefix(de.Name(), "trash-") || strings.HasPrefix(de.Name(), "new-") {
-			_ = os.RemoveAll(filepath.Join(m.journals.dir, de.Name()))
+			_ = os.RemoveAll(filepath.Join(m.journals.Path, de.Name()))
 		}
 	}
 }
@@ -359,7 +363,7 @@ func (m *Manager) reset(b *Branch) error {
 
 // resetBranchDir empties a branch directory's log and upper files.
 func resetBranchDir(dir string) error {
-	if err := writeFileAtomic(filepath.Join(dir, "changes.log"), nil, true); err != nil {
+	if err := records.WriteFileAtomic(filepath.Join(dir, "changes.log"), nil, true); err != nil {
 		return err
 	}
 	if err := removeBaseTree(dir); err != nil {
@@ -373,6 +377,39 @@ func randomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// finishBranch resets (keep) or removes the branch a commit a killed
+// daemon left applied came from (recovery, before the branches load).
+func (m *Manager) finishBranch(name string, keep bool) error {
+	if keep {
+		if err := resetBranchDir(filepath.Join(m.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return m.removeBranchDir(name)
+}
+
+// stepHook runs the test hook of a commit's step n.
+func (m *Manager) stepHook(n int) error {
+	if m.hooks.step != nil {
+		return m.hooks.step(n)
+	}
+	return nil
+}
+
+// Journal is the workspace's commit journal, which branch commits go
+// through; atomic patches use it too.
+func (m *Manager) Journal() *journal.Journal { return m.journal }
+
+// AwaitCommit returns at once unless a commit (or an atomic patch) is
+// being applied and changes the workspace-relative path rel, or an entry
+// of the directory rel; then it waits for that commit to end, so a reader
+// through dshmount sees the workspace entirely before or entirely after
+// it, never half of it. It returns ctx's error if ctx ends first.
+func (m *Manager) AwaitCommit(ctx context.Context, rel string) error {
+	return m.journal.AwaitCommit(ctx, rel)
 }
 
 // ctxOrBackground keeps a nil context from reaching the provider.

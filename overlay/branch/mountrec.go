@@ -1,6 +1,8 @@
 package branch
 
 import (
+	"github.com/dshmount/dshmount/internal/records"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,7 +30,7 @@ func (b *Branch) SetMount(dir string) error {
 	if dir == b.mount {
 		return nil
 	}
-	if err := (records{dir: b.dir}).put("branch.json", meta{Name: b.name, Created: b.created, Mount: dir, Owner: b.owner}); err != nil {
+	if err := (records.Dir{Path: b.dir}).Put("branch.json", meta{Name: b.name, Created: b.created, Mount: dir, Owner: b.owner}); err != nil {
 		return fmt.Errorf("record the mount directory of branch %s: %w", b.name, err)
 	}
 	b.mount = dir
@@ -64,7 +66,7 @@ func RecordedMounts(stateDir string) []string {
 			continue
 		}
 		var md meta
-		if ok, err := (records{dir: filepath.Join(stateDir, "branches", de.Name())}).get("branch.json", &md); ok && err == nil && md.Mount != "" {
+		if ok, err := (records.Dir{Path: filepath.Join(stateDir, "branches", de.Name())}).Get("branch.json", &md); ok && err == nil && md.Mount != "" {
 			out = append(out, md.Mount)
 		}
 	}

@@ -1,6 +1,8 @@
 package branch
 
 import (
+	"github.com/dshmount/dshmount/internal/records"
+
 	"context"
 	"errors"
 	"fmt"
@@ -71,7 +73,7 @@ func (b *Branch) copyUp(ctx context.Context, op, rel string) (pending []*entry, 
 		undoBase()
 		return nil, undo, provider.NewError(provider.CodeIOError, op, rel, err, "copy %s into branch %s: %v", rel, b.name, err)
 	}
-	if err := writeFileAtomic(up, data, false); err != nil {
+	if err := records.WriteFileAtomic(up, data, false); err != nil {
 		undoBase()
 		return nil, undo, provider.NewError(provider.CodeIOError, op, rel, err, "copy %s into branch %s: %v", rel, b.name, err)
 	}

@@ -1,6 +1,8 @@
 package branch
 
 import (
+	"github.com/dshmount/dshmount/internal/records"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -84,8 +86,8 @@ func (m *Manager) Rebase(ctx context.Context, name string, markers bool) (Rebase
 	if err != nil {
 		return RebaseResult{}, err
 	}
-	m.commitMu.Lock()
-	defer m.commitMu.Unlock()
+	turn := m.journal.Hold() // no commit runs while the branch's bases move
+	defer turn.Release()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.usable("rebase", ""); err != nil {
@@ -115,7 +117,7 @@ func (m *Manager) planRebase(ctx context.Context, b *Branch, markers bool) ([]re
 	ce := &MergeConflictError{Branch: b.name}
 	for _, p := range sortedPaths(b.entries) {
 		e := b.entries[p]
-		cur, err := m.current(ctx, p)
+		cur, err := m.journal.Current(ctx, p)
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +204,7 @@ func (b *Branch) mergeFile(ctx context.Context, m *Manager, rel string, base, cu
 // b.mu is held.
 func (b *Branch) applyRebase(f rebaseFile) error {
 	up := b.upperPath(f.rel)
-	if err := writeFileAtomic(up, f.text, false); err != nil {
+	if err := records.WriteFileAtomic(up, f.text, false); err != nil {
 		return provider.NewError(provider.CodeIOError, "rebase", f.rel, err, "write the merge of %s in branch %s: %v", f.rel, b.name, err)
 	}
 	_ = os.Chmod(up, f.mode)

@@ -13,7 +13,7 @@ func (m *Manager) SetSessionBranch(session, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defaults := map[string]string{}
-	if _, err := m.journals.get(sessionsRecord, &defaults); err != nil {
+	if _, err := m.journals.Get(sessionsRecord, &defaults); err != nil {
 		return err
 	}
 	if name == "" {
@@ -21,7 +21,7 @@ func (m *Manager) SetSessionBranch(session, name string) error {
 	} else {
 		defaults[session] = name
 	}
-	if err := m.journals.put(sessionsRecord, defaults); err != nil {
+	if err := m.journals.Put(sessionsRecord, defaults); err != nil {
 		return fmt.Errorf("remember the default branch of session %s: %w", session, err)
 	}
 	m.defaults = defaults
@@ -34,7 +34,7 @@ func (m *Manager) SessionBranch(session string) string {
 	defer m.mu.Unlock()
 	if m.defaults == nil {
 		m.defaults = map[string]string{}
-		if _, err := m.journals.get(sessionsRecord, &m.defaults); err != nil {
+		if _, err := m.journals.Get(sessionsRecord, &m.defaults); err != nil {
 			m.log.Warn("cannot read the sessions' default branches", "err", err)
 		}
 	}

@@ -12,16 +12,17 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dshmount/dshmount/internal/journal"
 	"github.com/dshmount/dshmount/provider"
 )
 
-// Base versions with a meaning of their own.
+// Base versions with a meaning of their own (the journal's).
 const (
 	// BaseAbsent is the base of a path the workspace did not have when the
 	// branch first changed it.
-	BaseAbsent provider.Version = "absent"
+	BaseAbsent = journal.BaseAbsent
 	// BaseDir is the base of a path that was a directory in the workspace.
-	BaseDir provider.Version = "dir"
+	BaseDir = journal.BaseDir
 )
 
 // kind is what a branch holds at a path it changed.
@@ -36,7 +37,7 @@ const (
 
 // linkVersion is the base or state of a path that is a symbolic link: its
 // target, which is what a link's content is.
-func linkVersion(target string) provider.Version { return provider.Version("link:" + target) }
+func linkVersion(target string) provider.Version { return journal.LinkVersion(target) }
 
 // entry is the branch's state of one changed path. The nearest ancestor
 // with an entry hides the workspace below it: a path under a deleted or

@@ -1,4 +1,10 @@
-package branch
+// Package records keeps small named JSON documents in one directory, each
+// replaced atomically (temp file, fsync, rename, directory fsync), so a
+// kill -9 or a power cut leaves the old document or the new one. Branch
+// metadata and commit journals are kept in it; it is the one place to
+// move them onto another store. It knows nothing of what the documents
+// mean.
+package records
 
 import (
 	"encoding/json"
@@ -11,28 +17,24 @@ import (
 	"strings"
 )
 
-// records is the package's persistent record type: small named JSON
-// documents in one directory, each replaced atomically (temp file, fsync,
-// rename, directory fsync), so a kill -9 or a power cut leaves the old
-// document or the new one. Branch metadata and commit journals are kept
-// here; it is the one place to move onto another store.
-type records struct{ dir string }
+// Dir is a directory of records.
+type Dir struct{ Path string }
 
-// put writes v under name atomically and durably.
-func (r records) put(name string, v any) error {
+// Put writes v under name atomically and durably.
+func (r Dir) Put(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode record %s: %w", name, err)
 	}
-	if err := os.MkdirAll(r.dir, 0o700); err != nil {
-		return fmt.Errorf("record directory %s: %w", r.dir, err)
+	if err := os.MkdirAll(r.Path, 0o700); err != nil {
+		return fmt.Errorf("record directory %s: %w", r.Path, err)
 	}
-	return writeFileAtomic(filepath.Join(r.dir, name), b, true)
+	return WriteFileAtomic(filepath.Join(r.Path, name), b, true)
 }
 
-// get reads name into v; false when there is no such record.
-func (r records) get(name string, v any) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(r.dir, name))
+// Get reads name into v; false when there is no such record.
+func (r Dir) Get(name string, v any) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(r.Path, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -45,29 +47,29 @@ func (r records) get(name string, v any) (bool, error) {
 	return true, nil
 }
 
-// del removes name durably; a missing record is not an error.
-func (r records) del(name string) error {
-	if err := os.Remove(filepath.Join(r.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// Del removes name durably; a missing record is not an error.
+func (r Dir) Del(name string) error {
+	if err := os.Remove(filepath.Join(r.Path, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove record %s: %w", name, err)
 	}
-	return syncDir(r.dir)
+	return SyncDir(r.Path)
 }
 
-// list returns the record names with suffix, sorted (temp files left by a
+// List returns the record names with suffix, sorted (temp files left by a
 // kill are removed).
-func (r records) list(suffix string) ([]string, error) {
-	des, err := os.ReadDir(r.dir)
+func (r Dir) List(suffix string) ([]string, error) {
+	des, err := os.ReadDir(r.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list records in %s: %w", r.dir, err)
+		return nil, fmt.Errorf("list records in %s: %w", r.Path, err)
 	}
 	var out []string
 	for _, de := range des {
 		n := de.Name()
 		if strings.HasPrefix(n, ".tmp-") {
-			_ = os.Remove(filepath.Join(r.dir, n))
+			_ = os.Remove(filepath.Join(r.Path, n))
 			continue
 		}
 		if strings.HasSuffix(n, suffix) {
@@ -78,9 +80,9 @@ func (r records) list(suffix string) ([]string, error) {
 	return out, nil
 }
 
-// writeFileAtomic replaces path with data through a temp file in the same
+// WriteFileAtomic replaces path with data through a temp file in the same
 // directory; with durable, the file and the directory are fsynced.
-func writeFileAtomic(path string, data []byte, durable bool) error {
+func WriteFileAtomic(path string, data []byte, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, ".tmp-")
 	if err != nil {
@@ -105,13 +107,13 @@ func writeFileAtomic(path string, data []byte, durable bool) error {
 		return fmt.Errorf("rename into %s: %w", path, err)
 	}
 	if durable {
-		return syncDir(dir)
+		return SyncDir(dir)
 	}
 	return nil
 }
 
-// syncDir fsyncs a directory.
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open directory %s: %w", dir, err)

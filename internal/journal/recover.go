@@ -1,4 +1,4 @@
-package branch
+package journal
 
 import (
 	"context"
@@ -6,33 +6,32 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/dshmount/dshmount/provider"
 )
 
-// recover finishes or undoes every journal a killed daemon left (see
-// recoverOne).
-func (m *Manager) recover() error {
-	names, err := m.journals.list(".json")
+// Recover finishes or undoes every commit a killed daemon left (see
+// recoverOne); TakeRecovered returns what it did.
+func (jr *Journal) Recover() error {
+	names, err := jr.dir.List(".json")
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		var j journal
-		ok, err := m.journals.get(name, &j)
+		var j intent
+		ok, err := jr.dir.Get(name, &j)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		if err := m.recoverOne(&j); err != nil {
+		if err := jr.recoverOne(&j); err != nil {
 			return fmt.Errorf("journal %s (%s): %w", name, j.Label, err)
 		}
 	}
-	m.removeStrayStaging(names)
+	jr.removeStrayStaging(names)
 	return nil
 }
 
@@ -48,18 +47,18 @@ func (m *Manager) recover() error {
 //
 // Forward ends by resetting or removing the branch and deleting the
 // journal, as the commit would have.
-func (m *Manager) recoverOne(j *journal) error {
+func (jr *Journal) recoverOne(j *intent) error {
 	switch j.State {
 	case stateApplied:
-		m.log.Info("finishing a commit applied before a stop", "commit", j.Label)
-		return m.finish(j)
+		jr.log.Info("finishing a commit applied before a stop", "commit", j.Label)
+		return jr.finish(j)
 	case stateApplying:
 	default:
-		m.log.Info("commit interrupted while staging; nothing was applied", "commit", j.Label)
-		m.noteRecovered(j, "it was stopped while staging, before it changed the workspace", nil)
-		return m.abandon(j, nil)
+		jr.log.Info("commit interrupted while staging; nothing was applied", "commit", j.Label)
+		jr.noteRecovered(j, "it was stopped while staging, before it changed the workspace", nil)
+		return jr.abandon(j, nil)
 	}
-	changed, err := m.changedWhileDown(j)
+	changed, err := jr.changedWhileDown(j)
 	if err != nil {
 		return err
 	}
@@ -67,50 +66,50 @@ func (m *Manager) recoverOne(j *journal) error {
 	if len(changed) > 0 {
 		reason = fmt.Sprintf("%s changed while the daemon was down (that change is kept)", listPaths(changed))
 	} else {
-		m.log.Info("finishing a commit interrupted by a stop", "commit", j.Label)
+		jr.log.Info("finishing a commit interrupted by a stop", "commit", j.Label)
 		for _, s := range j.Steps {
-			if err := m.redo(j, s); err != nil {
-				m.log.Warn("could not finish the commit; undoing it", "commit", j.Label, "err", err)
+			if err := jr.redo(j, s); err != nil {
+				jr.log.Warn("could not finish the commit; undoing it", "commit", j.Label, "err", err)
 				reason = fmt.Sprintf("finishing it failed: %v", err)
 				break
 			}
 		}
 	}
 	if reason != "" {
-		m.log.Warn("undoing a commit interrupted by a stop; the workspace is as before it and the branch as it was",
+		jr.log.Warn("undoing a commit interrupted by a stop; the workspace is as before it and the branch as it was",
 			"commit", j.Label, "why", reason)
-		if err := m.rollBack(j); err != nil {
+		if err := jr.rollBack(j); err != nil {
 			return err
 		}
-		m.noteRecovered(j, reason, nil)
-		if err := m.journals.del(j.ID + ".json"); err != nil {
+		jr.noteRecovered(j, reason, nil)
+		if err := jr.dir.Del(j.ID + ".json"); err != nil {
 			return err
 		}
-		m.removeStaging(j)
+		jr.removeStaging(j)
 		return nil
 	}
-	if err := m.fence.Sync(); err != nil {
+	if err := jr.fence.Sync(); err != nil {
 		return fmt.Errorf("flush the workspace: %w", err)
 	}
-	if err := m.markApplied(j, false); err != nil {
+	if err := jr.markApplied(j, false); err != nil {
 		return err
 	}
-	return m.finish(j)
+	return jr.finish(j)
 }
 
 // changedWhileDown lists the paths of an applying journal that hold
 // neither their base (a step still staged) nor the new content (a step
 // renamed in).
-func (m *Manager) changedWhileDown(j *journal) ([]string, error) {
+func (jr *Journal) changedWhileDown(j *intent) ([]string, error) {
 	var changed []string
 	for _, s := range j.Steps {
-		cur, err := m.current(context.Background(), s.Path)
+		cur, err := jr.Current(context.Background(), s.Path)
 		if err != nil {
 			return nil, err
 		}
 		switch s.Op {
 		case opWrite:
-			_, serr := m.fence.Lstat(path.Join(j.Staging, s.Staged))
+			_, serr := jr.fence.Lstat(path.Join(j.Staging, s.Staged))
 			if pending := serr == nil; pending && cur != s.Base || !pending && cur != s.New {
 				changed = append(changed, s.Path)
 			}
@@ -126,25 +125,21 @@ func (m *Manager) changedWhileDown(j *journal) ([]string, error) {
 // finish settles an applied journal: the changes made on top of it while
 // the daemon was down are noted, the branch is reset or removed, the
 // journal deleted.
-func (m *Manager) finish(j *journal) error {
-	later, err := m.changedOnTop(j)
+func (jr *Journal) finish(j *intent) error {
+	later, err := jr.changedOnTop(j)
 	if err != nil {
 		return err
 	}
 	if j.Branch != "" {
-		if j.Keep {
-			if err := resetBranchDir(filepath.Join(m.dir, j.Branch)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		} else if err := m.removeBranchDir(j.Branch); err != nil {
-			return err
+		if err := jr.finishBranch(j.Branch, j.Keep); err != nil {
+			return fmt.Errorf("finish branch %s: %w", j.Branch, err)
 		}
 	}
-	if err := m.journals.del(j.ID + ".json"); err != nil {
+	if err := jr.dir.Del(j.ID + ".json"); err != nil {
 		return err
 	}
-	m.noteRecovered(j, "", later)
-	m.removeStaging(j)
+	jr.noteRecovered(j, "", later)
+	jr.removeStaging(j)
 	return nil
 }
 
@@ -153,7 +148,7 @@ func (m *Manager) finish(j *journal) error {
 // a file in a directory the commit made or removed that the commit did not
 // write. Each is a change made after the commit, while the daemon was
 // down.
-func (m *Manager) changedOnTop(j *journal) ([]AppliedFile, error) {
+func (jr *Journal) changedOnTop(j *intent) ([]AppliedFile, error) {
 	var out []AppliedFile
 	written := map[string]bool{}
 	for _, s := range j.Steps {
@@ -162,7 +157,7 @@ func (m *Manager) changedOnTop(j *journal) ([]AppliedFile, error) {
 		}
 	}
 	note := func(rel string, want, cur provider.Version) {
-		f := AppliedFile{Target: m.lower.TargetForRel(rel), Before: want, After: cur}
+		f := AppliedFile{Target: jr.ws.TargetForRel(rel), Before: want, After: cur}
 		if want == BaseAbsent {
 			f.Before = ""
 		}
@@ -179,7 +174,7 @@ func (m *Manager) changedOnTop(j *journal) ([]AppliedFile, error) {
 			if s.Op == opDelete {
 				want = BaseAbsent
 			}
-			cur, err := m.current(context.Background(), s.Path)
+			cur, err := jr.Current(context.Background(), s.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -187,19 +182,19 @@ func (m *Manager) changedOnTop(j *journal) ([]AppliedFile, error) {
 				note(s.Path, want, cur)
 			}
 		case opMkdir, opRmdir:
-			if cur, err := m.current(context.Background(), s.Path); err != nil || cur != BaseDir {
+			if cur, err := jr.Current(context.Background(), s.Path); err != nil || cur != BaseDir {
 				continue
 			}
-			_, files, err := m.walk(s.Path)
+			_, files, err := jr.walk(s.Path)
 			if err != nil {
 				return nil, err
 			}
 			for _, f := range files {
-				if written[f] || seen[f] || isBelow(f, StagingDir) {
+				if written[f] || seen[f] || strings.HasPrefix(f, StagingDir+"/") {
 					continue
 				}
 				seen[f] = true
-				cur, err := m.current(context.Background(), f)
+				cur, err := jr.Current(context.Background(), f)
 				if err != nil {
 					return nil, err
 				}
@@ -219,21 +214,21 @@ func listPaths(ps []string) string {
 }
 
 // redo does a step of a journal being finished, unless it is done.
-func (m *Manager) redo(j *journal, s step) error {
+func (jr *Journal) redo(j *intent, s step) error {
 	switch s.Op {
 	case opWrite:
 		staged := path.Join(j.Staging, s.Staged)
-		if _, err := m.fence.Lstat(staged); errors.Is(err, fs.ErrNotExist) {
+		if _, err := jr.fence.Lstat(staged); errors.Is(err, fs.ErrNotExist) {
 			return nil // renamed already
 		}
-		if err := m.fence.MkdirAll(path.Dir(s.Path)); err != nil {
+		if err := jr.fence.MkdirAll(path.Dir(s.Path)); err != nil {
 			return err
 		}
-		return m.fence.Rename(staged, s.Path)
+		return jr.fence.Rename(staged, s.Path)
 	case opMkdir:
-		return m.mkdirMode(s.Path, s.Mode)
+		return jr.mkdirMode(s.Path, s.Mode)
 	case opDelete, opRmdir:
-		if err := m.fence.Remove(s.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := jr.fence.Remove(s.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -245,7 +240,7 @@ func (m *Manager) redo(j *journal, s step) error {
 // deleted one its backup, a removed directory is made again, a made one
 // removed when empty. A path that holds neither the commit's content nor
 // its base was changed by someone else and is left alone.
-func (m *Manager) rollBack(j *journal) error {
+func (jr *Journal) rollBack(j *intent) error {
 	staging := j.Staging
 	var errs []error
 	for i := len(j.Steps) - 1; i >= 0; i-- {
@@ -253,7 +248,7 @@ func (m *Manager) rollBack(j *journal) error {
 		p := s.Path
 		switch s.Op {
 		case opWrite:
-			cur, err := m.current(context.Background(), s.Path)
+			cur, err := jr.Current(context.Background(), s.Path)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -261,30 +256,30 @@ func (m *Manager) rollBack(j *journal) error {
 			if cur != s.New {
 				continue
 			}
-			if _, serr := m.fence.Lstat(path.Join(staging, s.Staged)); serr == nil {
+			if _, serr := jr.fence.Lstat(path.Join(staging, s.Staged)); serr == nil {
 				continue // never renamed: the same bytes were already there
 			}
 			if s.Backup == "" {
-				errs = append(errs, ignoreMissing(m.fence.Remove(p)))
+				errs = append(errs, ignoreMissing(jr.fence.Remove(p)))
 				continue
 			}
-			errs = append(errs, m.fence.Rename(path.Join(staging, s.Backup), p))
+			errs = append(errs, jr.fence.Rename(path.Join(staging, s.Backup), p))
 		case opDelete:
-			if _, err := m.fence.Lstat(p); err == nil {
+			if _, err := jr.fence.Lstat(p); err == nil {
 				continue
 			}
 			b := path.Join(staging, s.Backup)
-			if _, err := m.fence.Lstat(b); err != nil {
+			if _, err := jr.fence.Lstat(b); err != nil {
 				continue
 			}
-			_ = m.fence.MkdirAll(path.Dir(p))
-			errs = append(errs, m.fence.Rename(b, p))
+			_ = jr.fence.MkdirAll(path.Dir(p))
+			errs = append(errs, jr.fence.Rename(b, p))
 		case opRmdir:
-			if err := m.fence.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := jr.fence.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				errs = append(errs, err)
 			}
 		case opMkdir:
-			if err := m.fence.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotEmpty(err) {
+			if err := jr.fence.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotEmpty(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -292,7 +287,7 @@ func (m *Manager) rollBack(j *journal) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return m.fence.Sync()
+	return jr.fence.Sync()
 }
 
 // ignoreMissing drops a not-exist error.
@@ -310,17 +305,17 @@ func isNotEmpty(err error) bool {
 
 // removeStrayStaging removes staging directories no journal names (a kill
 // after the journal went, before its staging did).
-func (m *Manager) removeStrayStaging(_ []string) {
-	names, err := m.fence.ReadDir(StagingDir)
+func (jr *Journal) removeStrayStaging(_ []string) {
+	names, err := jr.fence.ReadDir(StagingDir)
 	if err != nil {
 		return
 	}
 	for _, name := range names {
-		var j journal
-		if ok, _ := m.journals.get(name+".json", &j); ok {
+		var j intent
+		if ok, _ := jr.dir.Get(name+".json", &j); ok {
 			continue
 		}
-		_ = m.fence.RemoveAll(path.Join(StagingDir, name))
+		_ = jr.fence.RemoveAll(path.Join(StagingDir, name))
 	}
-	_ = m.fence.Remove(StagingDir)
+	_ = jr.fence.Remove(StagingDir)
 }

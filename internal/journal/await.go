@@ -1,4 +1,4 @@
-package branch
+package journal
 
 import (
 	"context"
@@ -13,8 +13,8 @@ type activeCommit struct {
 }
 
 // begin publishes the commit of steps as active; the returned function
-// ends it. m.commitMu is held, so at most one is active.
-func (m *Manager) begin(steps []step) func() {
+// ends it. jr.commitMu is held, so at most one is active.
+func (jr *Journal) begin(steps []step) func() {
 	ac := &activeCommit{paths: make(map[string]struct{}, len(steps)+1), done: make(chan struct{})}
 	for _, st := range steps {
 		for p := st.Path; ; p = path.Dir(p) {
@@ -27,9 +27,9 @@ func (m *Manager) begin(steps []step) func() {
 			}
 		}
 	}
-	m.active.Store(ac)
+	jr.active.Store(ac)
 	return func() {
-		m.active.Store(nil)
+		jr.active.Store(nil)
 		close(ac.done)
 	}
 }
@@ -39,8 +39,8 @@ func (m *Manager) begin(steps []step) func() {
 // of the directory rel; then it waits for that commit to end, so a reader
 // through dshmount sees the workspace entirely before or entirely after
 // it, never half of it. It returns ctx's error if ctx ends first.
-func (m *Manager) AwaitCommit(ctx context.Context, rel string) error {
-	ac := m.active.Load()
+func (jr *Journal) AwaitCommit(ctx context.Context, rel string) error {
+	ac := jr.active.Load()
 	if ac == nil {
 		return nil
 	}
