@@ -1,0 +1,82 @@
+package layers
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// imports lists, for every package of the module, the module packages it
+// imports (go list, test files excluded).
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, Module+"/...")
+	cmd.Dir = "../.."
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Run(), "go list: %s", errb.String())
+	got := map[string][]string{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		pkg := strings.TrimPrefix(fields[0], Module+"/")
+		got[pkg] = nil
+		for _, imp := range fields[1:] {
+			if rel, ok := strings.CutPrefix(imp, Module+"/"); ok {
+				got[pkg] = append(got[pkg], rel)
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	return got
+}
+
+// TestLayers_EveryImportPointsDown checks each import of the module
+// against the table: an import of the same or a higher layer is a
+// package reaching past its place.
+func TestLayers_EveryImportPointsDown(t *testing.T) {
+	table := Table()
+	var bad []string
+	for pkg, deps := range imports(t) {
+		layer, ok := table[pkg]
+		if !ok {
+			bad = append(bad, pkg+" is not in the layer table (internal/layers): place it")
+			continue
+		}
+		for _, d := range deps {
+			if dl, ok := table[d]; ok && dl >= layer {
+				bad = append(bad, pkg+" imports "+d+", which is not below it")
+			}
+		}
+	}
+	sort.Strings(bad)
+	require.Empty(t, bad)
+}
+
+// TestLayers_TheTableHasNoStalePackage keeps the table to packages that
+// exist.
+func TestLayers_TheTableHasNoStalePackage(t *testing.T) {
+	pkgs := imports(t)
+	for pkg := range Table() {
+		_, ok := pkgs[pkg]
+		require.True(t, ok, "the layer table names %s, which does not exist", pkg)
+	}
+}
+
+// TestLayers_TransportsStayApart pins what the architecture relies on
+// beyond the order: the mount and the socket do not import each other,
+// and MCP reaches the workspace only as a client of the socket.
+func TestLayers_TransportsStayApart(t *testing.T) {
+	pkgs := imports(t)
+	require.NotContains(t, pkgs["fuse"], "control")
+	require.NotContains(t, pkgs["control"], "fuse")
+	for _, d := range pkgs["control/mcp"] {
+		require.NotContains(t, []string{"overlay", "overlay/branch", "provider/local", "fuse", "internal/journal"}, d,
+			"control/mcp imports %s; it is a client of the socket", d)
+	}
+}
