@@ -446,7 +446,6 @@ func (jr *Journal) stepHook(n int) error {
 	return nil
 }
 
-
 // stageAndApply stages the new files and backups, marks the journal
 // applying, renames everything into place, flushes the workspace, records
 // the files (applied), marks the journal applied, and only then resets or
