@@ -172,10 +172,9 @@ func (s *Server) startMount(ctx context.Context, b *branch.Branch, dir string) e
 	if err != nil {
 		return err
 	}
-	view, ok := eng.FS().(*overlay.View)
-	if !ok {
-		return fmt.Errorf("branch %s: its engine serves no view", b.Name())
-	}
+	s.br.mu.Lock()
+	view := s.br.views[b]
+	s.br.mu.Unlock()
 	unmount, err := s.br.mounts.mounter.Mount(ctx, b, eng, view, dir)
 	if err != nil {
 		return provider.NewError(provider.CodeIOError, "mount", dir, err,

@@ -110,11 +110,12 @@ func newMountEnv(t *testing.T, state string, prepare ...func(ws string)) *mountE
 		}
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"/" + branch.StagingDir}})
 		require.NoError(t, err)
-		cfg.Engine = policy.NewEngine(cfg.Engine.Store(), view)
+		cfg.Engine, cfg.View = policy.NewEngine(cfg.Engine.Store(), view), view
 		mgr, err := branch.Open(state, lfs, branch.Options{Logger: quietLogger()})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
 		cfg.Branches, cfg.BranchMounts, cfg.Mount = mgr, me.fake, me.wsMount
+		cfg.Journal = mgr.Journal()
 		cfg.Logger = slog.New(slog.NewTextHandler(me.logs, nil))
 	})
 	me.engine = me.srv.engine

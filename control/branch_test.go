@@ -28,7 +28,7 @@ func newBranchEnv(t *testing.T) *testEnv {
 		require.True(t, ok)
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"secret*", "/" + branch.StagingDir}, ReadOnly: []string{"/ro"}})
 		require.NoError(t, err)
-		cfg.Engine = policy.NewEngine(cfg.Engine.Store(), view)
+		cfg.Engine, cfg.View = policy.NewEngine(cfg.Engine.Store(), view), view
 		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: quietLogger()})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })

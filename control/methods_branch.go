@@ -21,19 +21,18 @@ type branchScopes struct {
 
 	mu      sync.Mutex
 	engines map[*branch.Branch]*policy.Engine
+	views   map[*branch.Branch]*overlay.View // each engine's view of its branch
 
 	mounts *branchMounts
 }
 
-// newBranchScopes returns the scopes of mgr (nil: branches unsupported),
-// mounted through mounter (nil: branch mounts unsupported).
-func newBranchScopes(mgr *branch.Manager, fs provider.FileSystem, mounter BranchMounter) *branchScopes {
-	bs := &branchScopes{mgr: mgr, engines: map[*branch.Branch]*policy.Engine{},
+// newBranchScopes returns the scopes of mgr (nil: branches unsupported)
+// under the workspace view's rules, mounted through mounter (nil: branch
+// mounts unsupported).
+func newBranchScopes(mgr *branch.Manager, rules overlay.Rules, mounter BranchMounter) *branchScopes {
+	return &branchScopes{mgr: mgr, rules: rules, engines: map[*branch.Branch]*policy.Engine{},
+		views:  map[*branch.Branch]*overlay.View{},
 		mounts: &branchMounts{mounter: mounter, live: map[string]*branchMount{}}}
-	if v, ok := fs.(*overlay.View); ok {
-		bs.rules = v.Rules()
-	}
-	return bs
 }
 
 // scope is where an fs.* request acts: the workspace or a branch.
@@ -109,7 +108,7 @@ func (s *Server) branchEngine(name string) (*policy.Engine, error) {
 	}
 	e := policy.NewEngine(s.store, v)
 	e.SetZones(s.engine.Zones()) // a branch's mount has the workspace's unguarded paths
-	s.br.engines[b] = e
+	s.br.engines[b], s.br.views[b] = e, v
 	return e, nil
 }
 
@@ -120,6 +119,7 @@ func (bs *branchScopes) forget(name string) {
 	for b := range bs.engines {
 		if b.Name() == name {
 			delete(bs.engines, b)
+			delete(bs.views, b)
 		}
 	}
 }
@@ -394,10 +394,10 @@ func (s *Server) rebase(ctx context.Context, name string, markers bool) (BranchR
 // allows on rel: the one rule branch.diff and branch.commit apply to a
 // branch made under older rules.
 func (s *Server) viewAccess(rel string) overlay.Access {
-	if v, ok := s.fs.(*overlay.View); ok {
-		return v.Access(rel)
+	if s.view == nil {
+		return overlay.Visible
 	}
-	return overlay.Visible
+	return s.view.Access(rel)
 }
 
 // conflictError turns a commit conflict into an FS_STALE_VERSION error

@@ -293,7 +293,7 @@ func TestChanges_HiddenPathsMakeAWorkspaceCallerGetEverything(t *testing.T) {
 			env := watchedEnv(t, func(c *Config) {
 				view, err := overlay.New(c.Engine.FS(), overlay.Rules{Hide: tc.hide})
 				require.NoError(t, err)
-				c.Engine = policy.NewEngine(c.Engine.Store(), view)
+				c.Engine, c.View = policy.NewEngine(c.Engine.Store(), view), view
 			})
 			require.NoError(t, os.MkdirAll(filepath.Join(env.root, "repo"), 0o755))
 			c := env.client(t)

@@ -204,7 +204,7 @@ func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Op
 // denyReadOnly refuses a path the view keeps read-only (the journal writes
 // the workspace directly, not through the view).
 func (s *Server) denyReadOnly(t provider.Target) error {
-	if v, ok := s.fs.(*overlay.View); ok && v.Access(t.DisplayPath) != overlay.Visible {
+	if s.viewAccess(t.DisplayPath) != overlay.Visible {
 		return provider.NewError(provider.CodeSandboxDenied, "patch", t.DisplayPath, nil,
 			"%s is read-only in this workspace view; change it outside dshmount or restart without that rule", t.DisplayPath)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
@@ -81,6 +82,10 @@ type Config struct {
 	Source, Mount string       // reported by daemon.status
 	Logger        *slog.Logger // nil: slog.Default()
 
+	// View holds the workspace view's hide and read-only rules, which
+	// branch scopes, branch commits and atomic patches apply too (the
+	// journal writes the workspace beneath the view); nil: no rules.
+	View *overlay.View
 	// Branches keeps the branches of branch.* and of the fs.* methods'
 	// branch parameter; nil: they answer an error.
 	Branches *branch.Manager
@@ -174,6 +179,7 @@ type Server struct {
 	fs      provider.FileSystem
 	br      *branchScopes
 	journal Committer
+	view    *overlay.View // the workspace view's rules (Config.View)
 	uid     uint32
 	self    *creds // the daemon's filesystem credentials, restored after a peer's request
 	started time.Time
@@ -263,8 +269,12 @@ func NewServer(cfg Config) (*Server, error) {
 		pending:  &byteBudget{max: cfg.MaxPendingBytes},
 		requests: make(chan struct{}, cfg.MaxRequests),
 	}
-	s.br = newBranchScopes(cfg.Branches, s.fs, cfg.BranchMounts)
-	s.journal = cfg.Journal
+	var rules overlay.Rules
+	if cfg.View != nil {
+		rules = cfg.View.Rules()
+	}
+	s.br = newBranchScopes(cfg.Branches, rules, cfg.BranchMounts)
+	s.journal, s.view = cfg.Journal, cfg.View
 	if cfg.Branches != nil {
 		s.auditRecovered(cfg.Branches.TakeRecovered())
 	}

@@ -186,7 +186,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	ctlCfg.ExternalWatched = watching.Load
 
 	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt, bmounts}, branches
-	ctlCfg.Journal = branches.Journal()
+	ctlCfg.Journal, ctlCfg.View = branches.Journal(), view
 	ctlCfg.BranchMounts = bmounts
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
