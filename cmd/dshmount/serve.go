@@ -17,6 +17,7 @@ import (
 	"github.com/dshmount/dshmount/control"
 	runregistry "github.com/dshmount/dshmount/control/registry"
 	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/internal/watcher"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
@@ -173,13 +174,15 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 
 	if cfg.Watch {
-		watcher, werr := watchWorkspace(ctx, lfs, view, engine, cfg.StateDir, cfg.WatchMaxPending, func(rel string) { mnt.DropData(rel); bmounts.DropData(rel) }, mnt.ForgetDirs,
-			func() { watching.Store(false) }, log.With("component", "watch"))
+		rec := &watcher.Recorder{FS: lfs, Engine: engine, Ignored: watcher.Ignore(lfs.Root(), cfg.StateDir, view),
+			DropData: func(rel string) { mnt.DropData(rel); bmounts.DropData(rel) }, Forget: mnt.ForgetDirs,
+			Stopped: func() { watching.Store(false) }, Log: log.With("component", "watch")}
+		w, werr := watcher.Start(ctx, rec, watcher.Options{MaxPending: cfg.WatchMaxPending, FlushOn: control.IsChangesCookie})
 		if werr != nil {
 			unmount()
 			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
 		}
-		defer watcher.Close()
+		defer w.Close()
 		started.Store(true)
 		defer started.Store(false) // before the watcher closes: the mount outlives it
 	}

@@ -51,6 +51,7 @@ func Table() map[string]int {
 		"internal/journal":          Rules,
 		"overlay/branch":            Composites,
 		"policy/procbind":           Composites,
+		"internal/watcher":          Composites,
 		"fuse":                      Transports,
 		"control":                   Transports,
 		"control/mcp":               Clients,
