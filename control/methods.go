@@ -48,7 +48,7 @@ func methodTable() []method {
 			typeOf[WriteParams](), typeOf[WriteResult](), on((*Server).write)},
 		{MethodEdit, "Replace an exact string in a file the session read, at the version it read.",
 			typeOf[EditParams](), typeOf[EditResult](), on((*Server).edit)},
-		{MethodPatch, "Apply a patch (PATCH-FORMAT) of adds, updates, moves and deletes; atomic on request.",
+		{MethodPatch, "Apply a patch (docs/patch-format.md) of adds, updates, moves and deletes; atomic on request.",
 			typeOf[PatchParams](), typeOf[PatchResult](), on((*Server).patch)},
 		{MethodDelete, "Delete a file the session read, at the version it read.",
 			typeOf[DeleteParams](), typeOf[DeleteResult](), on((*Server).delete)},

@@ -13,9 +13,9 @@
 // The copy-on-write layer lives in overlay/branch: a branch is itself a
 // provider.FileSystem (its own target keys, the live workspace below its
 // own changes) that a View wraps with the same rules, so the control socket
-// serves it unchanged. The FUSE layer does not serve branches yet: it maps
-// a path to a backing file descriptor, and a branch needs a node backend
-// that picks the upper or the workspace file per path instead.
+// serves it unchanged, and the FUSE layer mounts it through its branch
+// backend (fuse/branchfs.go), which picks the branch's or the workspace's
+// file per path.
 package overlay
 
 import (

@@ -9,7 +9,7 @@
 // than LF. Resolving paths, reading and writing files, CRLF handling and
 // guarding each operation belong to the callers (control, policy, provider).
 //
-// The grammar and matching rules are documented in PATCH-FORMAT.md; the
+// The grammar and matching rules are documented in docs/patch-format.md; the
 // scenarios under testdata/ show each rule as an input tree, a patch and the
 // expected tree or error.
 package patch

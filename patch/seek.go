@@ -153,7 +153,7 @@ candidates:
 }
 
 // Seek returns the first position of pattern in lines at or after start, per
-// the fuzz ladder of PATCH-FORMAT.md, or -1 when it is not found. With eof
+// the fuzz ladder of docs/patch-format.md, or -1 when it is not found. With eof
 // the only candidate position is len(lines)-len(pattern).
 func Seek(lines, pattern []string, start int, eof bool) int {
 	return newMatcher(lines).seek(pattern, start, eof)

@@ -8,7 +8,7 @@ import (
 // Code is a stable, machine-routable filesystem failure code.
 type Code string
 
-// The stable failure codes, from the seed's FS_ERROR_CODES list.
+// The stable failure codes (docs/protocol.md lists what each means).
 const (
 	CodeNotFound         Code = "FS_NOT_FOUND"
 	CodeNotDirectory     Code = "FS_NOT_DIRECTORY"

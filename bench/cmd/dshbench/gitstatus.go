@@ -274,7 +274,7 @@ func cpuSeconds(pid int) float64 {
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
 const clockTicks = 100
 
-// fsmonitorGoal is the target: git status on the mount with the
+// fsmonitorGoal is the target: git status on the mount with the
 // hook at most this many times native git status.
 const fsmonitorGoal = 1.5
 

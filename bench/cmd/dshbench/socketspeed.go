@@ -17,7 +17,7 @@ import (
 	"github.com/dshmount/dshmount/control"
 )
 
-// The targets of issue 16's "Socket edits" and "Memory" levers.
+// The targets of the socket edit and memory rows.
 const (
 	// editShareTarget: guarded socket edits (default durability) reach at
 	// least this share of the disk's fsync-bound publication rate.
@@ -169,7 +169,7 @@ func printSpeedTargets(w io.Writer, res *Results) {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nissue 16, socket and memory targets")
+	fmt.Fprintln(w, "\nsocket and memory targets")
 	for _, l := range lines {
 		fmt.Fprintln(w, "  "+l)
 	}

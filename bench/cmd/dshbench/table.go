@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 )
 
-// targets are the goals of issue 16: for times, dshmount's time relative to
+// targets are the project's speed goals: for times, dshmount's time relative to
 // native at most Max; for rates, dshmount's rate relative to native at
 // least Min. Every metadata row (a Max target) must also beat the plain
 // loopback by 2× wherever the loopback is more than 2× native (loopbackRule).
