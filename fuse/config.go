@@ -12,6 +12,7 @@ import (
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
+	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -67,11 +68,58 @@ type Bindings interface {
 
 var _ Bindings = (*procbind.Registry)(nil)
 
+// Guard is what the mount asks of the guard: one method per decision or
+// record a request needs. *policy.Engine implements it; tests give a fake.
+type Guard interface {
+	// CheckMountFile decides a change of an existing file.
+	CheckMountFile(a policy.Actor, op policy.MutationOp, t provider.Target, f policy.FileNow) error
+	// CheckMountCreate decides a create (current: what is there now).
+	CheckMountCreate(a policy.Actor, op policy.MutationOp, t provider.Target, current *provider.Version) error
+	// CheckMountBelow decides a change that carries the files below a
+	// directory (a directory rename or removal).
+	CheckMountBelow(a policy.Actor, op policy.MutationOp, t provider.Target, f policy.FileNow) error
+	// OutsideGuard reports a target the guard does not cover for a.
+	OutsideGuard(a policy.Actor, t provider.Target) bool
+	// ObserveMount records what a reads.
+	ObserveMount(a policy.Actor, t provider.Target, obs policy.Observation) error
+	// RecordMount records a change made through the mount.
+	RecordMount(ctx context.Context, a policy.Actor, op policy.MutationOp, t provider.Target, before, after provider.Version, to *provider.Target) error
+	// KeepMount carries a's observation over a metadata-only change.
+	KeepMount(a policy.Actor, t provider.Target, before, after provider.Version) error
+	// CopyMount and CarryMount carry observations over a link and a
+	// rename.
+	CopyMount(a policy.Actor, from, to provider.Target) error
+	CarryMount(a policy.Actor, from, to provider.Target) error
+	// HoldOwn marks t as being changed by the daemon until release.
+	HoldOwn(t provider.Target) (release func())
+	// AuditRefusal records a refused request (false: not recorded).
+	AuditRefusal(a policy.Actor, op policy.MutationOp, t provider.Target, err error) bool
+	// AddObserver and AddPreparer register the mount's cache keepers.
+	AddObserver(o policy.Observer)
+	AddPreparer(p policy.Preparer)
+	// Flush writes the records out (a file's fsync waits for them).
+	Flush() error
+}
+
+// Rules are the view's hide and read-only rules (*overlay.View).
+type Rules interface {
+	Access(rel string) overlay.Access
+	AccessBelow(rel string) overlay.Access
+}
+
+// Workspace is the backing directory (*local.FS).
+type Workspace interface {
+	Root() string
+	TargetForRel(rel string) provider.Target
+	Lock(ctx context.Context, keys ...provider.Key) (func(), error)
+	Versioner() *local.Versioner
+}
+
 // Config is everything a mount needs.
 type Config struct {
-	Local  *local.FS      // the backing directory; required
-	View   *overlay.View  // hide / read-only rules; required
-	Engine *policy.Engine // guards, versions, audit; required
+	Local  Workspace      // the backing directory; required
+	View   Rules          // hide / read-only rules; required
+	Engine Guard          // guards, versions, audit; required
 	Branch *branch.Branch // nil: serve the workspace (Local); else serve this branch over it
 	// Commits, when set, makes opens of files and directories a running
 	// branch commit or atomic patch changes wait until it has ended, so no
@@ -182,3 +230,10 @@ type CommitWaiter interface {
 	// with ctx's error.
 	AwaitCommit(ctx context.Context, rel string) error
 }
+
+// The daemon's implementations of the mount's seams.
+var (
+	_ Guard     = (*policy.Engine)(nil)
+	_ Rules     = (*overlay.View)(nil)
+	_ Workspace = (*local.FS)(nil)
+)

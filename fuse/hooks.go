@@ -174,7 +174,7 @@ func (m *mountState) record(ctx context.Context, a policy.Actor, op policy.Mutat
 // version and audit entry then survive a daemon killed right after the
 // fsync returned, too (otherwise they wait for the store's next batch).
 func (m *mountState) persistRecords(op string, n *node) {
-	if err := m.cfg.Engine.Store().Flush(); err != nil {
+	if err := m.cfg.Engine.Flush(); err != nil {
 		m.log.Warn("records not written yet; the store retries", "op", op, "path", n.rel(), "err", err)
 	}
 }

@@ -149,6 +149,9 @@ func (e *Engine) FS() provider.FileSystem { return e.fs }
 // Store returns the observation store.
 func (e *Engine) Store() *Store { return e.store }
 
+// Flush writes the store's pending records out.
+func (e *Engine) Flush() error { return e.store.Flush() }
+
 func (e *Engine) currentDecider() Decider {
 	e.mu.RLock()
 	defer e.mu.RUnlock()

@@ -598,7 +598,7 @@ func (jr *Journal) removeStaging(j *intent) {
 }
 
 // mkdirMode makes the workspace directory rel (an existing one is fine)
-// with the permission bits mode (0: 0755 less the umask, as mkdir(1)).
+// with the permission bits mode (0: 0755).
 func (jr *Journal) mkdirMode(rel string, mode uint32) error {
 	perm := os.FileMode(0o755)
 	if mode != 0 {

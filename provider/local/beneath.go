@@ -106,8 +106,13 @@ func (b *Beneath) ReadDir(rel string) ([]string, error) {
 	return names, nil
 }
 
-// Mkdir makes the directory rel with the permission bits perm (not
-// filtered by the umask); an existing one is fs.ErrExist.
+// modeBits are the mode bits Mkdir and WriteFile set: permissions, set-id
+// and sticky.
+const modeBits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+
+// Mkdir makes the directory rel with the mode bits perm (permissions,
+// set-id and sticky; not filtered by the umask); an existing one is
+// fs.ErrExist.
 func (b *Beneath) Mkdir(rel string, perm os.FileMode) error {
 	dir, name, err := b.parent(rel)
 	if err != nil {
@@ -124,7 +129,7 @@ func (b *Beneath) Mkdir(rel string, perm os.FileMode) error {
 		return err
 	}
 	defer f.Close()
-	if err := f.Chmod(perm.Perm()); err != nil {
+	if err := f.Chmod(perm & modeBits); err != nil {
 		return fmt.Errorf("mkdir %s: set its mode: %w", rel, err)
 	}
 	return nil
@@ -172,14 +177,15 @@ func (b *Beneath) Symlink(target, name string) error {
 }
 
 // WriteFile creates the new file rel (it must not exist) with data and
-// the permission bits perm (not filtered by the umask).
+// the mode bits perm (permissions, set-id and sticky; not filtered by the
+// umask).
 func (b *Beneath) WriteFile(rel string, data []byte, perm os.FileMode) error {
 	f, err := b.fs.openFile(rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, uint32(perm.Perm()))
 	if err != nil {
 		return err
 	}
 	_, werr := f.Write(data)
-	merr := f.Chmod(perm.Perm()) // creation applied the umask
+	merr := f.Chmod(perm & modeBits) // creation applied the umask and dropped set-id bits
 	cerr := f.Close()
 	if err := errors.Join(werr, merr, cerr); err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
@@ -239,6 +245,11 @@ func ignoreNotExist(err error) error {
 // bits).
 func fileMode(m uint32) os.FileMode {
 	mode := os.FileMode(m & 0o777)
+	for bit, flag := range map[uint32]os.FileMode{unix.S_ISUID: os.ModeSetuid, unix.S_ISGID: os.ModeSetgid, unix.S_ISVTX: os.ModeSticky} {
+		if m&bit != 0 {
+			mode |= flag
+		}
+	}
 	switch m & unix.S_IFMT {
 	case unix.S_IFDIR:
 		mode |= os.ModeDir
