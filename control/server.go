@@ -78,8 +78,11 @@ type Config struct {
 	// holds no request in flight, no watch and no open session it opened.
 	// Default DefaultIdleTimeout.
 	IdleTimeout   time.Duration
-	Source, Mount string       // reported by daemon.status
-	Logger        *slog.Logger // nil: slog.Default()
+	Source, Mount string // reported by daemon.status
+	// FuseRequests reports the mount's FUSE requests by opcode for
+	// daemon.status; nil: none are reported.
+	FuseRequests func() map[string]uint64
+	Logger       *slog.Logger // nil: slog.Default()
 
 	// Branches keeps the branches of branch.* and of the fs.* methods'
 	// branch parameter; nil: they answer an error.
