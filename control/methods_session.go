@@ -10,6 +10,7 @@ import (
 
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
+	"golang.org/x/sys/unix"
 )
 
 // sessionOpen opens a named session.
@@ -138,6 +139,10 @@ func (s *Server) status(_ context.Context, c *conn, params json.RawMessage) (any
 		res.Sessions = append(res.Sessions, SessionInfo{ID: sess.ID, Name: sess.Name, Owner: sess.Owner, Opened: sess.Opened, LastUsed: sess.LastUsed,
 			Strict: sess.Strict})
 	}
+	if s.cfg.FuseRequests != nil {
+		res.FuseRequests = s.cfg.FuseRequests()
+	}
+	res.CPUSeconds = processCPUSeconds()
 	for name, mc := range s.counters {
 		res.Counters[name] = MethodCounters{Requests: mc.requests.Load(), Errors: mc.errors.Load()}
 	}
@@ -218,3 +223,13 @@ func (s *Server) auditLog(ctx context.Context, c *conn, params json.RawMessage) 
 
 // DefaultLogLimit is the number of audit entries fs.log returns by default.
 const DefaultLogLimit = 50
+
+// processCPUSeconds is the daemon's user and system CPU time so far (0
+// when the kernel does not say).
+func processCPUSeconds() float64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}

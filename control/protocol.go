@@ -492,6 +492,11 @@ type StatusResult struct {
 	Connections   int                       `json:"connections"`
 	UptimeSeconds float64                   `json:"uptimeSeconds"`
 	Counters      map[string]MethodCounters `json:"counters"`
+	// FuseRequests are the FUSE requests the mount answered since it was
+	// mounted, by opcode (a daemon serving a mount).
+	FuseRequests map[string]uint64 `json:"fuseRequests,omitempty"`
+	// CPUSeconds is the daemon's user and system CPU time since it started.
+	CPUSeconds float64 `json:"cpuSeconds"`
 	// Bindings are the process bindings of the sessions the caller may
 	// use (a daemon whose binder lists them).
 	Bindings []BindingInfo `json:"bindings,omitempty"`

@@ -79,8 +79,11 @@ type Config struct {
 	// holds no request in flight, no watch and no open session it opened.
 	// Default DefaultIdleTimeout.
 	IdleTimeout   time.Duration
-	Source, Mount string       // reported by daemon.status
-	Logger        *slog.Logger // nil: slog.Default()
+	Source, Mount string // reported by daemon.status
+	// FuseRequests reports the mount's FUSE requests by opcode for
+	// daemon.status; nil: none are reported.
+	FuseRequests func() map[string]uint64
+	Logger       *slog.Logger // nil: slog.Default()
 
 	// View holds the workspace view's hide and read-only rules, which
 	// branch scopes, branch commits and atomic patches apply too (the

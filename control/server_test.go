@@ -436,3 +436,20 @@ func TestServe_CloseEndsConnections(t *testing.T) {
 	_, err = os.Stat(env.sock)
 	assert.True(t, os.IsNotExist(err), "Close removes the socket file")
 }
+
+// TestStatus_ReportsFuseRequestsAndCPU pins that daemon.status carries the
+// mount's request counters when the daemon has them, and the daemon's CPU
+// time.
+func TestStatus_ReportsFuseRequestsAndCPU(t *testing.T) {
+	counts := map[string]uint64{"LOOKUP": 3, "CREATE": 1}
+	env := newTestEnv(t, func(c *Config) { c.FuseRequests = func() map[string]uint64 { return counts } })
+	st, err := env.client(t).Status(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, counts, st.FuseRequests)
+	assert.Greater(t, st.CPUSeconds, 0.0)
+
+	none := newTestEnv(t)
+	st, err = none.client(t).Status(context.Background())
+	require.NoError(t, err)
+	assert.Nil(t, st.FuseRequests, "no mount, no counters")
+}

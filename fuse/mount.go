@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dshmount/dshmount/fuse/reqcount"
 	"github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -25,9 +26,14 @@ type Server struct {
 	server     *gofuse.Server
 	inval      *invalidator
 	served     chan struct{} // closed when the serve loop has exited
+	requests   *reqcount.Counts
 
 	closeOnce sync.Once
 }
+
+// Requests returns the FUSE requests the mount has answered since it was
+// mounted, by opcode (LOOKUP, GETATTR, …; FORGET counts forgotten nodes).
+func (mt *Server) Requests() map[string]uint64 { return mt.requests.Snapshot() }
 
 // Mountpoint returns the absolute mountpoint.
 func (mt *Server) Mountpoint() string { return mt.mountpoint }
@@ -123,13 +129,14 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 		RootStableAttr:  &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
 	}
 	cfg.Engine.AddObserver(m.xattrs.observe)
-	server, err := gofuse.NewServer(fs.NewNodeFS(rootNode, opts), mp, &opts.MountOptions)
+	requests := &reqcount.Counts{}
+	server, err := gofuse.NewServer(reqcount.Wrap(fs.NewNodeFS(rootNode, opts), requests), mp, &opts.MountOptions)
 	if err != nil {
 		m.rootInode = nil
 		_ = unix.Close(rootFd)
 		return nil, fmt.Errorf("mount %s at %s: %w", root, mp, err)
 	}
-	mt := &Server{mountpoint: mp, state: m, server: server, served: make(chan struct{})}
+	mt := &Server{mountpoint: mp, state: m, server: server, served: make(chan struct{}), requests: requests}
 	go func() {
 		defer close(mt.served)
 		server.Serve()

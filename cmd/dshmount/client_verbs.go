@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -127,6 +129,13 @@ func doStatus(ctx context.Context, e *clientEnv) error {
 		for _, name := range names {
 			c := st.Counters[name]
 			fmt.Fprintf(w, "  %-14s %8d  (%d errors)\n", name, c.Requests, c.Errors)
+		}
+		fmt.Fprintf(w, "cpu:         %.2fs\n", st.CPUSeconds)
+		if len(st.FuseRequests) > 0 {
+			fmt.Fprintf(w, "fuse requests:\n")
+		}
+		for _, op := range slices.Sorted(maps.Keys(st.FuseRequests)) {
+			fmt.Fprintf(w, "  %-14s %8d\n", op, st.FuseRequests[op])
 		}
 	})
 }

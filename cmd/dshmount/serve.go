@@ -187,6 +187,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		defer started.Store(false) // before the watcher closes: the mount outlives it
 	}
 	ctlCfg.ExternalWatched = watching.Load
+	ctlCfg.FuseRequests = mnt.Requests
 
 	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt, bmounts}, branches
 	ctlCfg.Journal, ctlCfg.View = branches.Journal(), view

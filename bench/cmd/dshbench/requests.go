@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dshmount/dshmount/control"
@@ -56,8 +55,8 @@ var reqSteps = []reqStep{
 }
 
 // RequestRow is one step on one target: FUSE requests per file (per MiB
-// for the sequential rows) by opcode, from a run with debug request
-// logging, and daemon CPU and wall time from runs without it.
+// for the sequential rows) by opcode, and daemon CPU and wall time per repetition, from the daemons' own
+// counters (dshmount's daemon.status, the loopback's -stats socket).
 type RequestRow struct {
 	Step    string             `json:"step"`
 	Target  string             `json:"target"`
@@ -76,114 +75,105 @@ func (r *RequestRow) total() float64 {
 	return t
 }
 
-// rxOp matches one received request in a go-fuse debug log line (plain
-// log or dshmount's slog text).
-var rxOp = regexp.MustCompile(`rx [0-9]+: ([A-Z_0-9]+) `)
+// statsReader reads a daemon's FUSE request counters by opcode and its
+// CPU time in seconds.
+type statsReader func() (map[string]uint64, float64, error)
 
-// reqCounter counts the FUSE requests by opcode in a daemon's debug log.
-type reqCounter struct {
-	mu      sync.Mutex
-	counts  map[string]int
-	total   int
-	partial []byte
-}
-
-func (c *reqCounter) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.counts == nil {
-		c.counts = map[string]int{}
-	}
-	c.partial = append(c.partial, p...)
-	for {
-		i := bytes.IndexByte(c.partial, '\n')
-		if i < 0 {
-			break
+// dshStats reads dshmount's counters from daemon.status.
+func dshStats(socket string) statsReader {
+	return func() (map[string]uint64, float64, error) {
+		cl, err := control.Dial(socket)
+		if err != nil {
+			return nil, 0, fmt.Errorf("dial %s: %w", socket, err)
 		}
-		if m := rxOp.FindSubmatch(c.partial[:i]); m != nil && string(m[1]) != "FORGET" && string(m[1]) != "BATCH_FORGET" {
-			c.counts[string(m[1])]++
-			c.total++
+		defer cl.Close()
+		st, err := cl.Status(context.Background())
+		if err != nil {
+			return nil, 0, fmt.Errorf("daemon.status: %w", err)
 		}
-		c.partial = c.partial[i+1:]
+		return st.FuseRequests, st.CPUSeconds, nil
 	}
-	return len(p), nil
 }
 
-// snapshot returns a copy of the counts and their total.
-func (c *reqCounter) snapshot() (map[string]int, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.counts))
-	for k, v := range c.counts {
-		out[k] = v
+// loopbackStats reads the loopback's counters from its -stats socket.
+func loopbackStats(socket string) statsReader {
+	return func() (map[string]uint64, float64, error) {
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			return nil, 0, fmt.Errorf("dial %s: %w", socket, err)
+		}
+		defer c.Close()
+		var r struct {
+			FuseRequests map[string]uint64 `json:"fuseRequests"`
+			CPUSeconds   float64           `json:"cpuSeconds"`
+		}
+		if err := json.NewDecoder(c).Decode(&r); err != nil {
+			return nil, 0, fmt.Errorf("loopback stats: %w", err)
+		}
+		return r.FuseRequests, r.CPUSeconds, nil
 	}
-	return out, c.total
 }
 
-// quiet waits until no request arrived for 300 ms (the kernel sends RELEASE
-// and FLUSH after the last close returned), at most 20 s.
-func (c *reqCounter) quiet() {
-	_, last := c.snapshot()
-	since := time.Now()
+// requestsOf is the requests in counts, FORGET excluded (the kernel sends
+// it when it reclaims inodes, not per operation).
+func requestsOf(counts map[string]uint64) uint64 {
+	var n uint64
+	for op, v := range counts {
+		if op != "FORGET" {
+			n += v
+		}
+	}
+	return n
+}
+
+// quiet waits until the daemon received no request for 300 ms (the kernel
+// sends RELEASE and FLUSH after the last close returned), at most 20 s,
+// and returns its counters and CPU time then.
+func (r statsReader) quiet() (map[string]uint64, float64, error) {
+	counts, cpu, err := r()
+	if err != nil {
+		return nil, 0, err
+	}
+	last, since := requestsOf(counts), time.Now()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, n := c.snapshot(); n != last {
+		if counts, cpu, err = r(); err != nil {
+			return nil, 0, err
+		}
+		if n := requestsOf(counts); n != last {
 			last, since = n, time.Now()
 		} else if time.Since(since) >= 300*time.Millisecond {
-			return
+			break
 		}
 	}
+	return counts, cpu, nil
 }
 
-// cpuTicks is the user+system CPU time of pid in clock ticks (1/100 s).
-func cpuTicks(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces): state is 3,
-	// utime 14, stime 15.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return u + st
-}
-
-// reqPass is the daemons of one pass: the loopback and dshmount, both with
-// or without debug request logging.
+// reqPass is the daemons of one pass: the loopback and dshmount, with
+// their request counters.
 type reqPass struct {
-	lb, dsh       *daemon
-	lbReq, dshReq *reqCounter
-	dirs          map[string]string // target → its work directory's parent
-	bind          func(args ...string) *exec.Cmd
+	lb, dsh           *daemon
+	lbStats, dshStats statsReader
+	dirs              map[string]string // target → its work directory's parent
+	bind              func(args ...string) *exec.Cmd
 }
 
 // startReqPass mounts the loopback and dshmount for one pass.
-func startReqPass(c *runConfig, self, base, name string, debug bool) (*reqPass, error) {
-	p := &reqPass{lbReq: &reqCounter{}, dshReq: &reqCounter{}, dirs: map[string]string{}}
+func startReqPass(c *runConfig, self, base, name string) (*reqPass, error) {
+	p := &reqPass{dirs: map[string]string{}}
 	lbSrc, lbMnt := mkdir(base, name+"-lb-src"), mkdir(base, name+"-lb-mnt")
-	lbArgs := []string{lbSrc, lbMnt}
-	if debug {
-		lbArgs = append([]string{"-debug"}, lbArgs...)
-	}
-	cmd := exec.Command(c.Loopback, lbArgs...)
-	cmd.Stderr = p.lbReq
+	lbSock := filepath.Join(mkdir(base, name+"-lb-run"), "stats.sock")
+	p.lbStats = loopbackStats(lbSock)
+	cmd := exec.Command(c.Loopback, "-stats", lbSock, lbSrc, lbMnt)
 	var err error
 	if p.lb, err = startDaemon(cmd, "ready"); err != nil {
 		return nil, fmt.Errorf("loopback: %w", err)
 	}
-	var extra []string
-	if debug {
-		extra = []string{"--debug"}
-	}
 	var state string
-	if p.dsh, _, state, err = startServe(c, base, name, p.dshReq, extra...); err != nil {
+	if p.dsh, _, state, err = startServe(c, base, name, nil); err != nil {
 		p.stop()
 		return nil, err
 	}
+	p.dshStats = dshStats(socketPath(state))
 	cl, err := control.Dial(socketPath(state))
 	if err != nil {
 		p.stop()
@@ -215,12 +205,12 @@ func (p *reqPass) stop() {
 	}
 }
 
-// runStep runs one step on one target and returns its requests by opcode,
-// the daemon's CPU ticks and the wall time.
-func (p *reqPass) runStep(self, target string, step reqStep, dir string, units int) (map[string]int, int, float64, float64, error) {
-	d, cnt := p.dsh, p.dshReq
+// runStep runs one step on one target and returns its requests by opcode
+// (FORGET excluded), the daemon's CPU seconds and the wall time.
+func (p *reqPass) runStep(self, target string, step reqStep, dir string, units int) (map[string]uint64, float64, float64, error) {
+	stats := p.dshStats
 	if target == reqLoopback {
-		d, cnt = p.lb, p.lbReq
+		stats = p.lbStats
 	}
 	args := []string{self, "step", "--step", step.Name, "--dir", dir, "--n", strconv.Itoa(units)}
 	cmd := exec.Command(args[0], args[1:]...)
@@ -234,31 +224,34 @@ func (p *reqPass) runStep(self, target string, step reqStep, dir string, units i
 	if target == reqBeside { // an agent holds a session on the mount meanwhile
 		holder := p.bind("sleep", "3600")
 		if err := holder.Start(); err != nil {
-			return nil, 0, 0, 0, fmt.Errorf("bound holder: %w", err)
+			return nil, 0, 0, fmt.Errorf("bound holder: %w", err)
 		}
 		defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
 		time.Sleep(200 * time.Millisecond)
 	}
-	cnt.quiet()
-	before, n0 := cnt.snapshot()
-	cpu0 := cpuTicks(d.cmd.Process.Pid)
+	before, cpu0, err := stats.quiet()
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, 0, 0, 0, fmt.Errorf("%s on %s: %w: %s", step.Name, target, err, out)
+		return nil, 0, 0, fmt.Errorf("%s on %s: %w: %s", step.Name, target, err, out)
 	}
 	wall := time.Since(start).Seconds()
-	cnt.quiet()
-	cpu := cpuTicks(d.cmd.Process.Pid) - cpu0
-	after, n1 := cnt.snapshot()
+	after, cpu1, err := stats.quiet()
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	for k, v := range before {
 		after[k] -= v
 	}
-	return after, n1 - n0, cpu, wall, nil
+	delete(after, "FORGET")
+	return after, cpu1 - cpu0, wall, nil
 }
 
-// runRequests is the request table: one pass with debug request logging
-// for the counts, then Reps interleaved passes without it (every step runs
-// on each target in turn, A B A B) for daemon CPU per request and wall time.
+// runRequests is the request table: Reps interleaved passes (every step
+// runs on each target in turn, A B A B), each counting the daemons'
+// requests, CPU and wall time; the counts per unit are the first pass's.
 func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
 	rows := map[string]*RequestRow{}
 	var order []*RequestRow
@@ -270,15 +263,13 @@ func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
 		}
 		return rows[k]
 	}
-	reqs := map[string]int{} // step/target → requests in the debug pass
-	for pass := 0; pass <= c.Reps; pass++ {
-		debug := pass == 0
+	for pass := 1; pass <= c.Reps; pass++ {
 		name := fmt.Sprintf("req%d", pass)
-		p, err := startReqPass(c, self, base, name, debug)
+		p, err := startReqPass(c, self, base, name)
 		if err != nil {
 			return nil, err
 		}
-		logf("requests: pass %d of %d (debug logging %v)", pass, c.Reps, debug)
+		logf("requests: pass %d of %d", pass, c.Reps)
 		for _, step := range reqSteps {
 			units := c.ReqFiles
 			if step.Seq {
@@ -293,24 +284,21 @@ func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
 					p.stop()
 					return nil, err
 				}
-				ops, n, cpu, wall, err := p.runStep(self, t, step, dir, units)
+				ops, cpu, wall, err := p.runStep(self, t, step, dir, units)
 				if err != nil {
 					p.stop()
 					return nil, err
 				}
 				r := row(step.Name, t, units)
-				k := step.Name + "/" + t
-				if debug {
+				if pass == 1 {
 					for op, v := range ops {
 						if v > 0 {
 							r.PerUnit[op] = float64(v) / float64(units)
 						}
 					}
-					reqs[k] = n
-					continue
 				}
-				if reqs[k] >= minCPURequests {
-					r.CPUus = append(r.CPUus, cpu*1e4/float64(reqs[k]))
+				if n := requestsOf(ops); n >= minCPURequests {
+					r.CPUus = append(r.CPUus, cpu*1e6/float64(n))
 				}
 				r.Wall = append(r.Wall, wall)
 			}

@@ -2,23 +2,34 @@ package main
 
 import (
 	"bytes"
+	"net"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-func TestReqCounter_CountsOpcodesAcrossSplitWritesWithoutForget(t *testing.T) {
-	var c reqCounter
-	log := "2026/12/03 rx 12: LOOKUP n1 [\"f1\"] 3b p7\n" +
-		"time=x level=DEBUG msg=\"rx 13: CREATE n1 {...} p7\"\n" +
-		"rx 14: FORGET n5 {Nlookup=1}\n" +
-		"tx 12:     OK, {n5 g1}\n" +
-		"rx 15: LOOKUP n1 [\"f2\"] 3b p7\n"
-	_, _ = c.Write([]byte(log[:30]))
-	_, _ = c.Write([]byte(log[30:]))
-	counts, total := c.snapshot()
-	assert.Equal(t, map[string]int{"LOOKUP": 2, "CREATE": 1}, counts)
-	assert.Equal(t, 3, total)
+// TestLoopbackStats_ReadsCountsAndCPUAndRequestsSkipForget pins the
+// loopback's -stats reply format and that FORGET is no request of a step.
+func TestLoopbackStats_ReadsCountsAndCPUAndRequestsSkipForget(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "stats.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Write([]byte(`{"fuseRequests":{"LOOKUP":2,"CREATE":1,"FORGET":5},"cpuSeconds":0.25}` + "\n"))
+		_ = c.Close()
+	}()
+	counts, cpu, err := loopbackStats(sock)()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]uint64{"LOOKUP": 2, "CREATE": 1, "FORGET": 5}, counts)
+	assert.Equal(t, 0.25, cpu)
+	assert.Equal(t, uint64(3), requestsOf(counts))
 }
 
 func TestPrintRequests_RatioToTheLoopbackWithEachTarget(t *testing.T) {

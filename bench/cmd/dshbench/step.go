@@ -91,7 +91,7 @@ func fprintRequests(w io.Writer, rows []*RequestRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nFUSE requests per file (per MiB for seq_*) and daemon CPU per request, %d files / %d MiB; counts from a run with debug request logging, CPU and wall time from %d interleaved runs without (medians)\n",
+	fmt.Fprintf(w, "\nFUSE requests per file (per MiB for seq_*) and daemon CPU per request, %d files / %d MiB; the daemons' own counters (daemon.status, the loopback's -stats socket) over %d interleaved runs (medians; counts from the first)\n",
 		unitsOf(rows, false), unitsOf(rows, true), len(rows[0].Wall))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "step\ttarget\treq/file\tCPU µs/req\twall s\t÷loopback\ttarget\tby opcode")
