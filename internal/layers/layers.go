@@ -38,6 +38,7 @@ func Table() map[string]int {
 		"internal/mountinfo":        Pure,
 		"internal/proctest":         Pure,
 		"internal/layers":           Pure,
+		"fuse/reqcount":             Pure,
 		"control/registry":          Pure,
 		"policy/kv":                 Seams,
 		"provider":                  Seams,
