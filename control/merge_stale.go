@@ -99,11 +99,10 @@ func (s *Server) mergeStale(ctx context.Context, r mergeRequest, staleErr error)
 	if err != nil {
 		return mergeOutcome{}, err
 	}
-	res := merge.Merge([]byte(baseLF), []byte(toLF(oursLF)), []byte(toLF(theirs)), merge.Options{OursLabel: "ours", TheirsLabel: "theirs"})
-	if !res.Clean() {
-		return mergeOutcome{}, s.mergeConflict(r.target, res.Conflicts)
+	merged, conflicts := mergeTrimmed(baseLF, toLF(oursLF), toLF(theirs))
+	if len(conflicts) > 0 {
+		return mergeOutcome{}, s.mergeConflict(r.target, conflicts)
 	}
-	merged := string(res.Text)
 	if strings.Contains(theirs, "\r\n") {
 		merged = strings.ReplaceAll(merged, "\n", "\r\n")
 	}
@@ -162,4 +161,57 @@ func applyEdit(t provider.Target, lf string, req provider.EditRequest) (string, 
 		return strings.ReplaceAll(lf, oldLF, newLF), nil
 	}
 	return strings.Replace(lf, oldLF, newLF, 1), nil
+}
+
+// mergeTrimmed merges the three LF texts after setting aside the whole
+// lines at the start and at the end that all three share, as git's xdiff
+// trims a pair's common ends before diffing: a small change in a large
+// file then costs the size of the changed middle, not of the file.
+// Conflicts' BaseStart count from the whole base.
+func mergeTrimmed(base, ours, theirs string) (string, []merge.Conflict) {
+	head := commonHead(base, ours, theirs)
+	b, o, t := base[head:], ours[head:], theirs[head:]
+	tail := commonTail(b, o, t)
+	res := merge.Merge([]byte(b[:len(b)-tail]), []byte(o[:len(o)-tail]), []byte(t[:len(t)-tail]), merge.Options{OursLabel: "ours", TheirsLabel: "theirs"})
+	if !res.Clean() {
+		skipped := strings.Count(base[:head], "\n")
+		for i := range res.Conflicts {
+			res.Conflicts[i].BaseStart += skipped
+		}
+		return "", res.Conflicts
+	}
+	return base[:head] + string(res.Text) + b[len(b)-tail:], nil
+}
+
+// commonHead is the length of the longest run of whole lines (each ending
+// in a newline) that starts all three texts.
+func commonHead(a, b, c string) int {
+	n := min(len(a), len(b), len(c))
+	end := 0
+	for i := 0; i < n && a[i] == b[i] && a[i] == c[i]; i++ {
+		if a[i] == '\n' {
+			end = i + 1
+		}
+	}
+	return end
+}
+
+// commonTail is the length of the longest run of whole lines that ends
+// all three texts and starts just after a newline in each (so never a
+// whole text, and never a partial line).
+func commonTail(a, b, c string) int {
+	n := min(len(a), len(b), len(c))
+	best := 0
+	for k := 1; k <= n; k++ {
+		x := a[len(a)-k]
+		if x != b[len(b)-k] || x != c[len(c)-k] {
+			break
+		}
+		if k < n || (k < len(a) && k < len(b) && k < len(c)) {
+			if a[len(a)-k-1] == '\n' && b[len(b)-k-1] == '\n' && c[len(c)-k-1] == '\n' {
+				best = k
+			}
+		}
+	}
+	return best
 }
