@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/merge"
+	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
@@ -214,4 +215,35 @@ func commonTail(a, b, c string) int {
 		}
 	}
 	return best
+}
+
+// mergePatch merges a stale fs.patch of one update (no move) over the
+// current bytes; any other stale patch keeps its FS_STALE_VERSION
+// (staleErr).
+func (s *Server) mergePatch(ctx context.Context, c *conn, a policy.Actor, p PatchParams, ops []patch.Operation, staleErr error) (any, error) {
+	u, ok := ops[0].(*patch.Update)
+	if len(ops) != 1 || !ok || u.MoveTo != "" || p.Atomic {
+		return nil, staleErr
+	}
+	_, t, err := s.mutationSubject(ctx, c, policy.OpPatch, p.Session, u.Path, p.Cwd)
+	if err != nil {
+		return nil, staleErr
+	}
+	m, err := s.mergeStale(ctx, mergeRequest{op: policy.OpPatch, actor: a, target: t,
+		change: func(base string) (string, error) { return applyHunks("patch", t.DisplayPath, base, u.Hunks) }}, staleErr)
+	if err != nil {
+		return nil, err
+	}
+	return PatchResult{Complete: true, Operations: []PatchOpResult{{Kind: u.OpKind(), Path: t.DisplayPath,
+		Status: PatchApplied, Version: m.write.Version, MergedOver: m.mergedOver}}}, nil
+}
+
+// applyHunks applies patch hunks to LF text; a mismatch is FS_PATCH_MISMATCH.
+func applyHunks(op, disp, lf string, hunks []patch.Hunk) (string, error) {
+	after, failure := patch.ApplyHunks(lf, hunks)
+	if failure != nil {
+		return "", provider.NewError(provider.CodePatchMismatch, op, disp, failure,
+			"the patch does not match the version you read: %s; read the file again and regenerate the patch", failure.Error())
+	}
+	return after, nil
 }

@@ -177,3 +177,20 @@ func TestMerge_TrimmedEndsGiveTheWholeMerge(t *testing.T) {
 		})
 	}
 }
+
+func TestMerge_StalePatchIsMerged(t *testing.T) {
+	env := newTestEnv(t, withSeen(t, 1<<20))
+	c, sa, _ := mergeSetup(t, env, numbered(20, "\n"), "line 18\n", "line 18 by b\n")
+	text := "*** Begin Patch\n*** Update File: f.txt\n@@\n line 1\n-line 2\n+line 2 by a\n line 3\n*** End Patch\n"
+	_, err := c.Patch(context.Background(), PatchParams{Patch: text, Session: sa})
+	requireFS(t, err, provider.CodeStaleVersion)
+	res, err := c.Patch(context.Background(), PatchParams{Patch: text, Session: sa, Merge: true})
+	require.NoError(t, err)
+	require.True(t, res.Complete)
+	require.Len(t, res.Operations, 1)
+	assert.Equal(t, PatchApplied, res.Operations[0].Status)
+	assert.NotEmpty(t, res.Operations[0].MergedOver)
+	got, _ := env.content(t, "f.txt")
+	want := strings.Replace(strings.Replace(numbered(20, "\n"), "line 2\n", "line 2 by a\n", 1), "line 18\n", "line 18 by b\n", 1)
+	assert.Equal(t, want, got)
+}

@@ -282,6 +282,7 @@ type PatchParams struct {
 	Unconditional bool             `json:"unconditional,omitempty"`
 	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 	Atomic        bool             `json:"atomic,omitempty"` // all operations through one journaled commit, or none
+	Merge         bool             `json:"merge,omitempty"`  // a one-file update made stale is merged over the current bytes when the bytes read are kept
 }
 
 // PatchStatus is the state of one patch operation after a commit.
@@ -302,6 +303,9 @@ type PatchOpResult struct {
 	Status  PatchStatus      `json:"status"`
 	Version provider.Version `json:"version,omitempty"`
 	Error   *ErrorData       `json:"error,omitempty"`
+	// MergedOver is set when the stale update was merged over that
+	// version (merge: true).
+	MergedOver provider.Version `json:"mergedOver,omitempty"`
 }
 
 // PatchResult is the result of fs.patch. Complete is false when a commit
