@@ -59,6 +59,7 @@ func clientVerbs() []clientVerb {
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
 				fs.BoolVar(&o.atomic, "atomic", false, "apply every operation through one journaled commit, or none (a crash included)")
+				fs.BoolVar(&o.merge, "merge", false, "a patch updating one file that changed since the version read is merged over it when the two do not touch (FS_MERGE_CONFLICT otherwise)")
 			},
 			help: "Applies a '*** Begin Patch' ... '*** End Patch' text. Every operation is checked\nfirst (guards and hunks); if any check fails nothing is written. Operations then run\nin order; if one fails at commit time the rest do not run and the result lists what\nwas applied (exit status 1)."},
 		{name: "mv", paths: true, summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
@@ -300,7 +301,7 @@ func doPatch(ctx context.Context, e *clientEnv) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.client.Patch(ctx, control.PatchParams{Branch: e.branch, Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic})
+	res, err := e.client.Patch(ctx, control.PatchParams{Branch: e.branch, Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic, Merge: e.opts.merge})
 	if err != nil {
 		return err
 	}

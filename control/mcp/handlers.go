@@ -73,7 +73,7 @@ func (c *Conn) edit(ctx context.Context, in EditInput) (string, EditOutput, erro
 // a result with complete=false.
 func (c *Conn) applyPatch(ctx context.Context, in PatchInput) (string, PatchOutput, error) {
 	start := c.cfg.Now()
-	r, err := c.cfg.Daemon.Patch(ctx, control.PatchParams{Patch: in.Patch, Cwd: c.cfg.Cwd, Session: c.session, Atomic: in.Atomic})
+	r, err := c.cfg.Daemon.Patch(ctx, control.PatchParams{Patch: in.Patch, Cwd: c.cfg.Cwd, Session: c.session, Atomic: in.Atomic, Merge: in.Merge})
 	if err != nil {
 		return "", PatchOutput{}, c.explain(ctx, err, ToolApplyPatch, "")
 	}

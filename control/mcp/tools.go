@@ -85,6 +85,7 @@ type PatchInput struct {
 	// Atomic commits every operation through one journaled commit: all are
 	// applied or none, even if the daemon is killed part way.
 	Atomic bool `json:"atomic,omitempty" jsonschema:"apply every operation or none, even across a crash (default false)"`
+	Merge  bool `json:"merge,omitempty" jsonschema:"for a patch that updates one file: when the file changed since you read it, merge the update over the current content instead of failing, if the two changes do not touch (default false); a conflict is FS_MERGE_CONFLICT and changes nothing"`
 }
 
 // PatchOperation is one operation in the apply_patch result.
