@@ -43,7 +43,7 @@ bench: build
 
 ## bench-go: Go benchmarks of every package (ns/op, allocs)
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./merge/... ./policy/... ./control/... ./overlay/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./merge/... ./policy/... ./control/... ./overlay/... ./internal/seen/...
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

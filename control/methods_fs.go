@@ -109,6 +109,9 @@ func (s *Server) read(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 	}
+	if r.Observed && ctx.Value(scopeKey{}) == nil {
+		s.keepSeen(ctx, t, r.Info.Version)
+	}
 	return ReadResult{
 		DisplayPath: t.DisplayPath, Version: r.Info.Version, Offset: w.Offset,
 		Lines: r.Lines, TotalLines: r.TotalLines, TruncatedByBytes: r.Truncated, Observed: r.Observed,
@@ -134,6 +137,20 @@ func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (an
 		return nil, err
 	}
 	out, err := s.eng(ctx).Write(ctx, a, t, p.Content, g)
+	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+		var expected provider.Version
+		if p.Expected != nil {
+			expected = p.Expected.Version
+		}
+		m, err := s.mergeStale(ctx, mergeRequest{op: policy.OpWrite, actor: a, target: t, expected: expected,
+			change: func(string) (string, error) { return p.Content, nil }}, err)
+		if err != nil {
+			return nil, err
+		}
+		res := writeResult(m.write)
+		res.Merged, res.MergedOver = true, m.mergedOver
+		return res, nil
+	}
 	err = existsOnCreate(err, t, p.Expected, "", "the write")
 	if err := s.mutationDone("write", t, err); err != nil {
 		return nil, err
@@ -167,7 +184,24 @@ func (s *Server) edit(ctx context.Context, c *conn, params json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.eng(ctx).Edit(ctx, a, t, provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}, g)
+	req := provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}
+	out, err := s.eng(ctx).Edit(ctx, a, t, req, g)
+	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+		var expected provider.Version
+		if p.Expected != nil {
+			expected = p.Expected.Version
+		}
+		m, err := s.mergeStale(ctx, mergeRequest{op: policy.OpEdit, actor: a, target: t, expected: expected,
+			change: func(base string) (string, error) { return applyEdit(t, base, req) }}, err)
+		if err != nil {
+			return nil, err
+		}
+		before := ""
+		if m.write.Before != nil {
+			before = *m.write.Before
+		}
+		return EditResult{Version: m.write.Version, Before: before, After: m.write.After, Merged: true, MergedOver: m.mergedOver}, nil
+	}
 	if err := s.mutationDone("edit", t, err); err != nil {
 		return nil, err
 	}

@@ -66,6 +66,9 @@ func (s *Server) patch(ctx context.Context, c *conn, params json.RawMessage) (an
 		return nil, err
 	}
 	plan, err := s.preflightPatch(ctx, a, ops, p.Cwd, p.Unconditional)
+	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+		return s.mergePatch(ctx, c, a, p, ops, err)
+	}
 	if err != nil {
 		return nil, err
 	}

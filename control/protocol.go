@@ -234,6 +234,7 @@ type WriteParams struct {
 	Expected      *WriteExpected   `json:"expected,omitempty"`
 	Unconditional bool             `json:"unconditional,omitempty"`
 	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
+	Merge         bool             `json:"merge,omitempty"`  // a stale change is merged over the current bytes when the bytes read are kept
 }
 
 // WriteResult is the result of fs.write (and a move's destination).
@@ -242,6 +243,10 @@ type WriteResult struct {
 	Version   provider.Version   `json:"version"`
 	Before    *string            `json:"before"`
 	After     string             `json:"after"`
+	// Merged: a stale change was merged over MergedOver, the version
+	// the file had.
+	Merged     bool             `json:"merged,omitempty"`
+	MergedOver provider.Version `json:"mergedOver,omitempty"`
 }
 
 // EditParams are the params of fs.edit.
@@ -255,6 +260,7 @@ type EditParams struct {
 	Expected      *VersionExpected `json:"expected,omitempty"`
 	Unconditional bool             `json:"unconditional,omitempty"`
 	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
+	Merge         bool             `json:"merge,omitempty"`  // a stale change is merged over the current bytes when the bytes read are kept
 }
 
 // EditResult is the result of fs.edit.
@@ -262,6 +268,10 @@ type EditResult struct {
 	Version provider.Version `json:"version"`
 	Before  string           `json:"before"`
 	After   string           `json:"after"`
+	// Merged: a stale change was merged over MergedOver, the version
+	// the file had.
+	Merged     bool             `json:"merged,omitempty"`
+	MergedOver provider.Version `json:"mergedOver,omitempty"`
 }
 
 // PatchParams are the params of fs.patch.
@@ -272,6 +282,7 @@ type PatchParams struct {
 	Unconditional bool             `json:"unconditional,omitempty"`
 	Branch        string           `json:"branch,omitempty"` // act in this branch instead of the workspace
 	Atomic        bool             `json:"atomic,omitempty"` // all operations through one journaled commit, or none
+	Merge         bool             `json:"merge,omitempty"`  // a one-file update made stale is merged over the current bytes when the bytes read are kept
 }
 
 // PatchStatus is the state of one patch operation after a commit.
@@ -292,6 +303,9 @@ type PatchOpResult struct {
 	Status  PatchStatus      `json:"status"`
 	Version provider.Version `json:"version,omitempty"`
 	Error   *ErrorData       `json:"error,omitempty"`
+	// MergedOver is set when the stale update was merged over that
+	// version (merge: true).
+	MergedOver provider.Version `json:"mergedOver,omitempty"`
 }
 
 // PatchResult is the result of fs.patch. Complete is false when a commit

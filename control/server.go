@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dshmount/dshmount/internal/seen"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -104,6 +105,9 @@ type Config struct {
 	// it does not); without it fs.changes cannot vouch for changes made in
 	// the workspace directory and answers everything: true.
 	ExternalWatched func() bool
+	// SeenBytes keeps the bytes sessions read over the socket, for
+	// merge: true (nil: no merge; a stale change is refused as before).
+	SeenBytes *seen.Cache
 
 	hooks testHooks // in-package tests only
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type Guard struct {
 	Write         *provider.WriteIntent
 	Version       *provider.VersionGuard
 	Unconditional bool
+	// Detail, when set, is the audit entry's detail of the change (a
+	// merged change names what it merged over and whose bytes those were).
+	Detail string
 }
 
 // Engine is the one guarded path for every mutation: decide the guard →
@@ -439,7 +443,7 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	}
 	return out, e.commit(ctx, mutation{
 		actor: a, op: OpWrite, target: t, before: before, after: out.Version,
-		obs: Present(out.Version), unconditional: g.Unconditional, detail: string(out.Operation), claim: c, own: own,
+		obs: Present(out.Version), unconditional: g.Unconditional, detail: cmp.Or(g.Detail, string(out.Operation)), claim: c, own: own,
 	})
 }
 

@@ -65,6 +65,7 @@ type verbOpts struct {
 	maxBytes     int64
 	old, new     string
 	all          bool
+	merge        bool // write, edit: merge a stale change
 	file         string
 	limitLog     int
 	refused      bool

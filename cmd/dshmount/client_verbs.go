@@ -45,18 +45,23 @@ func clientVerbs() []clientVerb {
 			},
 			help: "Prints the lines like 'cat -n', then a footer 'lines A-B of N, version V'. The read\nrecords the session's observation, which authorizes a later guarded write or edit of\nthe same version."},
 		{name: "write", paths: true, summary: "write a whole file from stdin", synopsis: "PATH", minArgs: 1, maxArgs: 1, guard: writeGuard, do: doWrite,
+			flags: func(fs *flag.FlagSet, o *verbOpts) {
+				fs.BoolVar(&o.merge, "merge", false, "if the file changed since the version read, merge this change over it when the two do not touch (FS_MERGE_CONFLICT otherwise)")
+			},
 			help: "Creates or replaces PATH with the text read from stdin. Without a guard flag the\nsession's observation decides: unseen or absent creates only if the file does not\nexist; a read file is replaced only if it is still at the version read."},
 		{name: "edit", paths: true, summary: "replace a literal string in a file", synopsis: "PATH --old TEXT --new TEXT", minArgs: 1, maxArgs: 1, guard: versionOnly, do: doEdit,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.old, "old", "", "literal text to replace (must match exactly once unless --all)")
 				fs.StringVar(&o.new, "new", "", "replacement text; required (--new '' deletes)")
 				fs.BoolVar(&o.all, "all", false, "replace every match")
+				fs.BoolVar(&o.merge, "merge", false, "if the file changed since the version read, merge this change over it when the two do not touch (FS_MERGE_CONFLICT otherwise)")
 			},
 			help: "Replaces --old with --new; both are required (--new '' deletes the text). The session\nmust have read the file at its current version (or pass --version V)."},
 		{name: "patch", paths: true, summary: "apply an apply_patch text (stdin or -f FILE)", synopsis: "[-f FILE]", maxArgs: 0, guard: unconditOnly, do: doPatch,
 			flags: func(fs *flag.FlagSet, o *verbOpts) {
 				fs.StringVar(&o.file, "f", "", "read the patch from `FILE` instead of stdin")
 				fs.BoolVar(&o.atomic, "atomic", false, "apply every operation through one journaled commit, or none (a crash included)")
+				fs.BoolVar(&o.merge, "merge", false, "a patch updating one file that changed since the version read is merged over it when the two do not touch (FS_MERGE_CONFLICT otherwise)")
 			},
 			help: "Applies a '*** Begin Patch' ... '*** End Patch' text. Every operation is checked\nfirst (guards and hunks); if any check fails nothing is written. Operations then run\nin order; if one fails at commit time the rest do not run and the result lists what\nwas applied (exit status 1)."},
 		{name: "mv", paths: true, summary: "move a file", synopsis: "FROM TO", minArgs: 2, maxArgs: 2, guard: versionOnly, do: doMove,
@@ -255,7 +260,7 @@ func doWrite(ctx context.Context, e *clientEnv) error {
 		return err
 	}
 	res, err := e.client.Write(ctx, control.WriteParams{Branch: e.branch, Path: e.args[0], Content: content, Cwd: e.cwd, Session: e.session,
-		Expected: e.writeExpected(), Unconditional: e.unconditional})
+		Expected: e.writeExpected(), Unconditional: e.unconditional, Merge: e.opts.merge})
 	if err != nil {
 		return err
 	}
@@ -265,6 +270,9 @@ func doWrite(ctx context.Context, e *clientEnv) error {
 			verb = "created"
 		}
 		fmt.Fprintf(w, "%s %s, version %s\n", verb, e.args[0], res.Version)
+		if res.Merged {
+			fmt.Fprintf(w, "merged over version %s\n", res.MergedOver)
+		}
 	})
 }
 
@@ -276,11 +284,16 @@ func doEdit(ctx context.Context, e *clientEnv) error {
 		return &usageError{msg: "--new is required (the replacement text; --new '' deletes the --old text)"}
 	}
 	res, err := e.client.Edit(ctx, control.EditParams{Branch: e.branch, Path: e.args[0], OldString: e.opts.old, NewString: e.opts.new,
-		ReplaceAll: e.opts.all, Cwd: e.cwd, Session: e.session, Expected: e.versionExpected(), Unconditional: e.unconditional})
+		ReplaceAll: e.opts.all, Cwd: e.cwd, Session: e.session, Expected: e.versionExpected(), Unconditional: e.unconditional, Merge: e.opts.merge})
 	if err != nil {
 		return err
 	}
-	return e.emit(res, func(w io.Writer) { fmt.Fprintf(w, "edited %s, version %s\n", e.args[0], res.Version) })
+	return e.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "edited %s, version %s\n", e.args[0], res.Version)
+		if res.Merged {
+			fmt.Fprintf(w, "merged over version %s\n", res.MergedOver)
+		}
+	})
 }
 
 func doPatch(ctx context.Context, e *clientEnv) error {
@@ -297,7 +310,7 @@ func doPatch(ctx context.Context, e *clientEnv) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.client.Patch(ctx, control.PatchParams{Branch: e.branch, Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic})
+	res, err := e.client.Patch(ctx, control.PatchParams{Branch: e.branch, Patch: text, Cwd: e.cwd, Session: e.session, Unconditional: e.unconditional, Atomic: e.opts.atomic, Merge: e.opts.merge})
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/dshmount/dshmount/internal/seen"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -104,6 +106,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return fmt.Errorf("state directory: %w", err)
 	}
 	if err := openStateDirForAllowed(cfg); err != nil {
+		return err
+	}
+	ctlCfg.SeenBytes, err = seen.Open(filepath.Join(cfg.StateDir, "seen"), int64(cfg.MergeCache))
+	if err != nil {
 		return err
 	}
 	store, err := openPolicyStore(ctx, cfg, log)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/dshmount/dshmount/internal/seen"
 	"io"
 	"log/slog"
 	"os"
@@ -85,6 +86,9 @@ type serveConfig struct {
 	// the change feed's history (--feed-retention, --feed-max-entries).
 	FeedRetention  time.Duration
 	FeedMaxEntries uint64
+	// MergeCache bounds the bytes kept for merge: true (--merge-cache;
+	// 0 disables it).
+	MergeCache byteSize
 	// FeedPruneInterval is how often the retention runs
 	// (--feed-prune-interval).
 	FeedPruneInterval time.Duration
@@ -225,6 +229,9 @@ Flags:
 		"keep audit entries (fs.log, and the changes 'watch --since' replays) this long; older ones are pruned in the background and a since before them is FS_CHANGES_LOST (0: no age limit)")
 	fs.Uint64Var(&cfg.FeedMaxEntries, "feed-max-entries", policy.DefaultFeedMaxEntries,
 		"keep at most this many of the newest audit entries (0: no count limit)")
+	cfg.MergeCache = seen.DefaultMaxBytes
+	fs.Var(&cfg.MergeCache, "merge-cache",
+		"keep the bytes of files read over the socket and MCP (text up to 8 MiB), up to this size (e.g. 256MiB, 1GiB; least recently used dropped first), so that a stale change with merge: true can be merged; 0 disables it")
 	fs.DurationVar(&cfg.FeedPruneInterval, "feed-prune-interval", policy.DefaultRetentionInterval,
 		"how often old audit entries are pruned (--feed-retention, --feed-max-entries); also once at start")
 	fs.IntVar(&cfg.DirFDs, "dir-fds", fuse.DefaultDirFDs,
@@ -421,4 +428,31 @@ func (c *serveConfig) cacheDefaults(fs *flag.FlagSet) {
 		c.DirFDs = 0 // nothing would report a directory moved out of band
 	}
 	c.DirFDsSet = set["dir-fds"]
+}
+
+// byteSize is a flag value in bytes: a number with an optional KiB, MiB
+// or GiB suffix.
+type byteSize int64
+
+// String formats the size in bytes.
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+// Set parses a size such as 268435456, 256MiB or 1GiB.
+func (b *byteSize) Set(s string) error {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("a size in bytes, KiB, MiB or GiB (e.g. 256MiB), not %q", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
 }

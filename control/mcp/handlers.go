@@ -32,14 +32,14 @@ func (c *Conn) read(ctx context.Context, in ReadInput) (string, ReadOutput, erro
 // session's observation (create-if-absent when unseen).
 func (c *Conn) write(ctx context.Context, in WriteInput) (string, WriteOutput, error) {
 	start := c.cfg.Now()
-	r, err := c.cfg.Daemon.Write(ctx, control.WriteParams{Path: in.Path, Content: in.Content, Cwd: c.cfg.Cwd, Session: c.session})
+	r, err := c.cfg.Daemon.Write(ctx, control.WriteParams{Path: in.Path, Content: in.Content, Cwd: c.cfg.Cwd, Session: c.session, Merge: in.Merge})
 	if err != nil {
 		return "", WriteOutput{}, c.explain(ctx, err, ToolWrite, in.Path)
 	}
 	path := c.displayPath(ctx, in.Path)
 	c.markSeen(path, start, r.Version)
 	return renderWrite(path, *r), WriteOutput{Path: path, Operation: string(r.Operation), Version: string(r.Version),
-		Lines: lineCount(r.After)}, nil
+		Lines: lineCount(r.After), MergedOver: string(r.MergedOver)}, nil
 }
 
 // edit serves the edit tool: a literal replacement guarded by this
@@ -55,7 +55,7 @@ func (c *Conn) edit(ctx context.Context, in EditInput) (string, EditOutput, erro
 	}
 	start := c.cfg.Now()
 	r, err := c.cfg.Daemon.Edit(ctx, control.EditParams{Path: in.Path, OldString: in.OldString, NewString: in.NewString,
-		ReplaceAll: in.ReplaceAll, Cwd: c.cfg.Cwd, Session: c.session})
+		ReplaceAll: in.ReplaceAll, Cwd: c.cfg.Cwd, Session: c.session, Merge: in.Merge})
 	if err != nil {
 		return "", EditOutput{}, c.explain(ctx, err, ToolEdit, in.Path)
 	}
@@ -65,7 +65,7 @@ func (c *Conn) edit(ctx context.Context, in EditInput) (string, EditOutput, erro
 	if in.ReplaceAll {
 		n = max(1, strings.Count(r.Before, strings.ReplaceAll(in.OldString, "\r\n", "\n")))
 	}
-	return renderEdit(path, n, *r), EditOutput{Path: path, Version: string(r.Version), Replacements: n}, nil
+	return renderEdit(path, n, *r), EditOutput{Path: path, Version: string(r.Version), Replacements: n, MergedOver: string(r.MergedOver)}, nil
 }
 
 // applyPatch serves the apply_patch tool. Syntax errors and refusals found
@@ -73,7 +73,7 @@ func (c *Conn) edit(ctx context.Context, in EditInput) (string, EditOutput, erro
 // a result with complete=false.
 func (c *Conn) applyPatch(ctx context.Context, in PatchInput) (string, PatchOutput, error) {
 	start := c.cfg.Now()
-	r, err := c.cfg.Daemon.Patch(ctx, control.PatchParams{Patch: in.Patch, Cwd: c.cfg.Cwd, Session: c.session, Atomic: in.Atomic})
+	r, err := c.cfg.Daemon.Patch(ctx, control.PatchParams{Patch: in.Patch, Cwd: c.cfg.Cwd, Session: c.session, Atomic: in.Atomic, Merge: in.Merge})
 	if err != nil {
 		return "", PatchOutput{}, c.explain(ctx, err, ToolApplyPatch, "")
 	}

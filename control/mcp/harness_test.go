@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/dshmount/dshmount/internal/seen"
 	"io"
 	"log/slog"
 	"os"
@@ -56,7 +57,9 @@ func startDaemon(t *testing.T) *testDaemon {
 	branches, err := branch.Open(t.TempDir(), fs, branch.Options{Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = branches.Close() })
-	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger(), Branches: branches, Journal: branches.Journal()})
+	cache, err := seen.Open(filepath.Join(t.TempDir(), "seen"), seen.DefaultMaxBytes)
+	require.NoError(t, err)
+	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger(), Branches: branches, Journal: branches.Journal(), SeenBytes: cache})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

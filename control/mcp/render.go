@@ -109,8 +109,15 @@ func renderWrite(path string, r control.WriteResult) string {
 	if r.Operation == provider.OpCreate {
 		return fmt.Sprintf("Created %s (%d lines).", path, n)
 	}
-	return fmt.Sprintf("Replaced the content of %s (%d lines, was %s).", path, n, linesOf(r.Before))
+	s := fmt.Sprintf("Replaced the content of %s (%d lines, was %s).", path, n, linesOf(r.Before))
+	if r.Merged {
+		s += mergedNote
+	}
+	return s
 }
+
+// mergedNote tells that a change was merged over another one.
+const mergedNote = " The file had changed since you read it; your change was merged over that change (they do not touch): read the file before relying on its other lines."
 
 // linesOf renders the size of an optional text.
 func linesOf(text *string) string {
@@ -127,6 +134,9 @@ func renderEdit(path string, replacements int, r control.EditResult) string {
 		noun = "occurrence"
 	}
 	s := fmt.Sprintf("Edited %s: replaced %d %s of old_string.", path, replacements, noun)
+	if r.Merged {
+		s += mergedNote
+	}
 	if snip := changeSnippet(r.Before, r.After); snip != "" {
 		s += " The changed region now reads:\n" + strings.TrimSuffix(snip, "\n")
 	}

@@ -50,14 +50,16 @@ type ReadOutput struct {
 type WriteInput struct {
 	Path    string `json:"path" jsonschema:"the file to create or replace"`
 	Content string `json:"content" jsonschema:"the complete new content of the file"`
+	Merge   bool   `json:"merge,omitempty" jsonschema:"when the file changed since you read it, merge your change over the current content instead of failing, if the two changes do not touch (default false); a conflict is FS_MERGE_CONFLICT and changes nothing"`
 }
 
 // WriteOutput is the structured result of the write tool.
 type WriteOutput struct {
-	Path      string `json:"path" jsonschema:"workspace-relative path of the file"`
-	Operation string `json:"operation" jsonschema:"create or update"`
-	Version   string `json:"version" jsonschema:"version token of the new content"`
-	Lines     int    `json:"lines" jsonschema:"number of lines written"`
+	Path       string `json:"path" jsonschema:"workspace-relative path of the file"`
+	Operation  string `json:"operation" jsonschema:"create or update"`
+	Version    string `json:"version" jsonschema:"version token of the new content"`
+	Lines      int    `json:"lines" jsonschema:"number of lines written"`
+	MergedOver string `json:"mergedOver,omitempty" jsonschema:"set when merge was asked and used: the version of the other change your change was merged over"`
 }
 
 // EditInput is the arguments of the edit tool.
@@ -66,6 +68,7 @@ type EditInput struct {
 	OldString  string `json:"old_string" jsonschema:"the exact text to replace, as it appears in the file (without the line-number prefixes the read tool shows); must occur exactly once unless replace_all is set"`
 	NewString  string `json:"new_string" jsonschema:"the text to put in its place; must differ from old_string"`
 	ReplaceAll bool   `json:"replace_all,omitempty" jsonschema:"replace every occurrence of old_string instead of requiring exactly one (default false)"`
+	Merge      bool   `json:"merge,omitempty" jsonschema:"when the file changed since you read it, merge your change over the current content instead of failing, if the two changes do not touch (default false); a conflict is FS_MERGE_CONFLICT and changes nothing"`
 }
 
 // EditOutput is the structured result of the edit tool.
@@ -73,6 +76,7 @@ type EditOutput struct {
 	Path         string `json:"path" jsonschema:"workspace-relative path of the file"`
 	Version      string `json:"version" jsonschema:"version token of the new content"`
 	Replacements int    `json:"replacements" jsonschema:"number of occurrences replaced"`
+	MergedOver   string `json:"mergedOver,omitempty" jsonschema:"set when merge was asked and used: the version of the other change your change was merged over"`
 }
 
 // PatchInput is the arguments of the apply_patch tool.
@@ -81,6 +85,7 @@ type PatchInput struct {
 	// Atomic commits every operation through one journaled commit: all are
 	// applied or none, even if the daemon is killed part way.
 	Atomic bool `json:"atomic,omitempty" jsonschema:"apply every operation or none, even across a crash (default false)"`
+	Merge  bool `json:"merge,omitempty" jsonschema:"for a patch that updates one file: when the file changed since you read it, merge the update over the current content instead of failing, if the two changes do not touch (default false); a conflict is FS_MERGE_CONFLICT and changes nothing"`
 }
 
 // PatchOperation is one operation in the apply_patch result.
@@ -172,13 +177,13 @@ var (
 		tool: &sdk.Tool{Name: ToolWrite, Title: "Create or replace a file",
 			Description: `Write the complete content of a file, creating it (with its parent directories) or replacing it. ` + guardRules + ` So: to create a new file, just write it; to replace an existing file, read it first. Prefer edit or apply_patch for changes to part of a file. ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}},
-		usage: `write {"path": string, "content": string}`,
+		usage: `write {"path": string, "content": string, "merge"?: boolean}`,
 	}
 	editSpec = toolSpec{method: control.MethodEdit, params: map[string]string{"old_string": "oldString", "new_string": "newString", "replace_all": "replaceAll"},
 		tool: &sdk.Tool{Name: ToolEdit, Title: "Replace text in a file",
 			Description: `Replace an exact piece of text in a file. old_string must match the file literally (whitespace and indentation included, without the line-number prefixes of the read tool) and occur exactly once, unless replace_all is true. ` + guardRules + ` ` + errorCodes,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), OpenWorldHint: boolPtr(false)}},
-		usage: `edit {"path": string, "old_string": string, "new_string": string, "replace_all"?: boolean}`,
+		usage: `edit {"path": string, "old_string": string, "new_string": string, "replace_all"?: boolean, "merge"?: boolean}`,
 	}
 	patchSpec = toolSpec{method: control.MethodPatch,
 		tool: &sdk.Tool{Name: ToolApplyPatch, Title: "Apply a multi-file patch",
