@@ -50,6 +50,7 @@ func Table() map[string]int {
 		"overlay":                   Rules,
 		"policy":                    Rules,
 		"internal/journal":          Rules,
+		"internal/seen":             Rules,
 		"overlay/branch":            Composites,
 		"policy/procbind":           Composites,
 		"internal/watcher":          Composites,
