@@ -65,7 +65,17 @@ type Bindings interface {
 	SessionOf(pid int) (policy.SessionID, bool)
 }
 
-var _ Bindings = (*procbind.Registry)(nil)
+// StrictBindings are Bindings that also tell whether the binding that
+// answers is strict (exec --strict: its processes read before every
+// write); *procbind.Registry implements it.
+type StrictBindings interface {
+	Binding(pid int) (session policy.SessionID, strict, ok bool)
+}
+
+var (
+	_ Bindings       = (*procbind.Registry)(nil)
+	_ StrictBindings = (*procbind.Registry)(nil)
+)
 
 // Config is everything a mount needs.
 type Config struct {

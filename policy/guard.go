@@ -28,7 +28,8 @@ import (
 //
 // "baseline" is a session that saw the workspace as it was when it opened:
 // any session but a strict one (Session.Strict: exec's own sessions, and
-// sessions opened with strict), for processes bound to it on the mount.
+// sessions opened with strict), for processes bound to it on the mount,
+// unless their binding is strict (Actor.Strict: exec --strict).
 // Socket and MCP requests can read first, so they always need an
 // observation. "Unchanged since the session opened" means: no other
 // actor's change of the path is recorded after the session's StartSeq, and
@@ -122,7 +123,7 @@ func (g guardTable) rule(a Actor, sess Session, req request, op string, t provid
 		case reqMountCreate:
 			return rule{kind: ruleAllow}
 		case reqMountChange:
-			if a.Channel == ChannelMount && a.Session != "" && !sess.Strict {
+			if a.Channel == ChannelMount && a.Session != "" && !sess.Strict && !a.Strict {
 				return rule{kind: ruleUnchanged}
 			}
 		}

@@ -278,6 +278,14 @@ func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 	return err
 }
 
+// BindStrict implements control.StrictBinder.
+func (b bindNotifier) BindStrict(session policy.SessionID, pid int) error {
+	err := b.reg.BindWith(session, pid, true)
+	b.mnt.ForgetCallers()
+	b.branches.ForgetCallers()
+	return err
+}
+
 // SessionOf implements control.ProcessBinder.
 func (b bindNotifier) SessionOf(pid int) (policy.SessionID, bool) { return b.reg.SessionOf(pid) }
 
