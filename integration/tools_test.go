@@ -217,8 +217,40 @@ func TestTools_StrictSessionReadsFirst(t *testing.T) {
 	require.Equal(t, 0, code, "after a read: %s", out)
 	out, code = execIn(t, d, env, as, `set -e; git init -q .; git add -A; git commit -q -m one; git commit -q --amend -m two`)
 	require.Equal(t, 0, code, "git under a strict session: %s", out)
-	out, code = execIn(t, d, env, []string{"--strict", "--session", string(sess)}, `true`)
-	assert.Equal(t, 2, code, "--strict with a given session is a usage error: %s", out)
+}
+
+// TestTools_ExecStrictBindsStrictly: 'exec --strict --session S' binds its
+// command strictly in a session S that is not strict (and under
+// $DSH_SESSION): its blind write of a file nobody changed is refused
+// (EACCES) and the file keeps its bytes, while the same write bound
+// without --strict passes (S's baseline); after a read it may write, and
+// git's directory stays outside the guard.
+func TestTools_ExecStrictBindsStrictly(t *testing.T) {
+	d := startDaemon(t, daemonOptions{})
+	// Written through the mount (recorded at once) before the session opens.
+	d.sh(`echo "f before" > F; echo "g before" > G; echo "h before" > H`)
+	sess, err := d.Client.OpenSession(testCtx(t), "agent")
+	require.NoError(t, err)
+	env := toolsEnv(t)
+	start := d.lastSeq(t)
+
+	out, code := execIn(t, d, env, []string{"--strict", "--session", string(sess)}, `echo x > F`)
+	assert.NotEqual(t, 0, code, "a strict binding's blind write: %s", out)
+	assert.Contains(t, out, "Permission denied", "EACCES on the mount")
+	assert.Contains(t, out, "FS_NOT_OBSERVED")
+	assertBacking(t, d, "F", "f before\n")
+	out, code = execIn(t, d, append(env, "DSH_SESSION="+string(sess)), []string{"--strict"}, `echo x > G`)
+	assert.NotEqual(t, 0, code, "a strict binding under $DSH_SESSION: %s", out)
+	assertBacking(t, d, "G", "g before\n")
+	require.Len(t, refusalsOf(t, d, sess, start), 2, "both refusals are the session's")
+
+	out, code = execIn(t, d, env, []string{"--session", string(sess)}, `echo x > F`)
+	require.Equal(t, 0, code, "the same write bound without --strict: %s", out)
+	assertBacking(t, d, "F", "x\n")
+	out, code = execIn(t, d, env, []string{"--strict", "--session", string(sess)},
+		`set -e; cat H >/dev/null; echo y > H; git init -q .; git add -A; git commit -q -m one; git commit -q --amend -m two`)
+	require.Equal(t, 0, code, "a strict binding after a read, and git: %s", out)
+	assertBacking(t, d, "H", "y\n")
 }
 
 // TestTools_UnguardedGlob: serve --unguarded takes a tree out of the guard
