@@ -80,6 +80,10 @@ type Zones struct {
 	// Unguarded reports whether a workspace-relative path is outside the
 	// guard (serve --unguarded); nil: none is.
 	Unguarded func(rel string) bool
+	// GitDirs are the git directories ".git" files point to inside the
+	// workspace (git init --separate-git-dir): git directories as much as
+	// ".git" directories are; nil: none is known.
+	GitDirs *GitDirs
 }
 
 // FileNow is what the mount knows of an existing file at a guarded change.
@@ -153,7 +157,11 @@ func (g guardTable) outside(rel string, linked bool) bool {
 	if g.zones.GuardGit || linked {
 		return false
 	}
-	return inGitDir(rel)
+	if inGitDir(rel) {
+		return true
+	}
+	rest, ok := g.zones.GitDirs.Under(rel)
+	return ok && gitOwn(strings.Split(rest, "/"))
 }
 
 // inGitDir reports whether rel is inside a repository's git directory (a
@@ -169,7 +177,13 @@ func inGitDir(rel string) bool {
 	if i >= len(segs)-1 {
 		return false // no .git directory above the last name
 	}
-	rest := segs[i+1:]
+	return gitOwn(segs[i+1:])
+}
+
+// gitOwn reports whether the path rest (its segments) inside a git
+// directory is git's own: not hooks/, config or info/ (of the repository,
+// or of a submodule's repository under modules/).
+func gitOwn(rest []string) bool {
 	for len(rest) > 2 && rest[0] == "modules" {
 		rest = rest[2:]
 	}

@@ -135,7 +135,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	engine.SetZones(policy.Zones{GuardGit: cfg.GuardGit, Unguarded: unguarded.Match})
+	engine.SetZones(policy.Zones{GuardGit: cfg.GuardGit, Unguarded: unguarded.Match,
+		GitDirs: policy.NewGitDirs(cfg.Mountpoint, cfg.Source)})
 	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
 	if err != nil {
 		return err
