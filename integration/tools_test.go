@@ -284,3 +284,45 @@ func (d *daemon) lastSeq(t *testing.T) uint64 {
 	}
 	return res.Entries[0].Seq
 }
+
+// TestTools_SeparateGitDir: the git directory a ".git" file points to
+// (git init --separate-git-dir) is git's own like a ".git" directory. A
+// person's repository made that way, committed to after the agent's
+// session opened, takes the bound agent's commits with no refusal (its
+// COMMIT_EDITMSG, which a person wrote after the session opened, is
+// rewritten blind), also after a daemon restart (the gitdir is learned
+// again when the .git file is looked up); its hooks/ keep the worktree's
+// rule: a person's hook is not overwritten blindly.
+func TestTools_SeparateGitDir(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	d := startDaemon(t, daemonOptions{})
+	person := `git -c user.name=p -c user.email=p@example.com commit -q`
+	d.sh(`set -e; git init -q -b main --separate-git-dir=.repo.git work; cd work; echo a > a; git add .; ` + person + ` -m person1`)
+	sess, err := d.Client.OpenSession(testCtx(t), "agent")
+	require.NoError(t, err)
+	env := toolsEnv(t)
+	as := []string{"--session", string(sess)}
+	start := d.lastSeq(t)
+	d.sh(`set -e; cd work; echo p >> a; git add .; ` + person + ` -m person2`)
+
+	commits := `set -e; cd work; echo x > c; git add .; git commit -q -m agent1; echo y > b; git add .; git commit -q -m agent2`
+	out, code := execIn(t, d, env, as, commits)
+	require.Equal(t, 0, code, "bound commits in a separate git dir: %s", out)
+	require.Empty(t, refusalsOf(t, d, sess, start), "the bound commits were refused")
+
+	dirs := d.dirs()
+	d.stop()
+	d = startDaemon(t, daemonOptions{Dirs: dirs})
+	start = d.lastSeq(t)
+	d.sh(`set -e; cd work; echo q >> a; git add .; ` + person + ` -m person3`)
+	out, code = execIn(t, d, env, as, `set -e; cd work; echo z >> b; git add .; git commit -q -m agent3; test "$(git rev-list --count HEAD)" = 6`)
+	require.Equal(t, 0, code, "bound commit after a restart: %s", out)
+	require.Empty(t, refusalsOf(t, d, sess, start), "the bound commit after a restart was refused")
+
+	d.sh(`printf '#!/bin/sh\necho person hook\n' > .repo.git/hooks/pre-commit`)
+	out, code = execIn(t, d, env, as, `echo 'echo agent hook' > .repo.git/hooks/pre-commit`)
+	assert.NotEqual(t, 0, code, "the bound write over a person's hook: %s", out)
+	assertBacking(t, d, ".repo.git/hooks/pre-commit", "#!/bin/sh\necho person hook\n")
+}
