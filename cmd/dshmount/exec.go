@@ -63,8 +63,10 @@ With --strict, CMD's processes always need a read (EACCES) even in a session tha
 strict: the rule belongs to this binding, other processes of the session keep theirs.
 Without --session a new strict session is opened, its id printed on stderr, and closed
 again when the last process of CMD's tree has exited (a server CMD left running in the
-background keeps it open). Inside a repository's git directory (except hooks/, config and
-info/) and under 'serve --unguarded' paths, changes are recorded but not guarded. CMD gets
+background keeps it open). Inside a repository's git directory (a .git directory, or the
+workspace directory a .git file points to, as 'git init --separate-git-dir' makes; except
+hooks/, config and info/) and under 'serve --unguarded' paths, changes are recorded but
+not guarded. CMD gets
 DSH_SOCKET and DSH_SESSION in its environment, so dshmount verbs it runs act for the
 same session. Without --socket or $DSH_SOCKET, the daemon whose mount or workspace
 holds the current directory is used.
