@@ -18,13 +18,22 @@ import (
 // effective, saved, filesystem) must be the caller's. The target is pinned
 // with a pidfd while its uids are read, so a pid reused meanwhile is
 // refused rather than bound.
-func (s *Server) bindOwned(callerUID uint32, session policy.SessionID, pid int) error {
+func (s *Server) bindOwned(callerUID uint32, session policy.SessionID, pid int, strict bool) error {
 	if callerUID != 0 {
 		if err := checkProcessOwner(pid, callerUID); err != nil {
 			return err
 		}
 	}
-	if err := s.cfg.Binder.Bind(session, pid); err != nil {
+	bind := s.cfg.Binder.Bind
+	if strict {
+		sb, ok := s.cfg.Binder.(StrictBinder)
+		if !ok {
+			return &callError{obj: ErrorObject{Code: CodeUnavailable,
+				Message: "this daemon cannot make strict bindings; open a strict session instead (session.open {strict})"}}
+		}
+		bind = sb.BindStrict
+	}
+	if err := bind(session, pid); err != nil {
 		return fmt.Errorf("bind pid %d to session %s: %w", pid, session, err)
 	}
 	return nil

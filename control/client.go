@@ -289,12 +289,17 @@ func (c *Client) BindSession(ctx context.Context, id policy.SessionID, pid int) 
 // Bind calls session.bind and returns the session pid was bound to: id,
 // or the caller's own session when the caller is a bound process.
 func (c *Client) Bind(ctx context.Context, id policy.SessionID, pid int) (policy.SessionID, error) {
-	res, err := callTyped[SessionBindResult](ctx, c, MethodSessionBind, SessionBindParams{Session: id, PID: pid})
+	return c.BindWith(ctx, SessionBindParams{Session: id, PID: pid})
+}
+
+// BindWith is Bind with all of session.bind's params (Strict).
+func (c *Client) BindWith(ctx context.Context, p SessionBindParams) (policy.SessionID, error) {
+	res, err := callTyped[SessionBindResult](ctx, c, MethodSessionBind, p)
 	if err != nil {
 		return "", err
 	}
 	if res.Session == "" {
-		return id, nil // an older daemon answers {}
+		return p.Session, nil // an older daemon answers {}
 	}
 	return res.Session, nil
 }

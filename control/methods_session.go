@@ -105,7 +105,7 @@ func (s *Server) sessionBind(_ context.Context, c *conn, params json.RawMessage)
 	// A bound peer binds to its own session (or a branch session of its
 	// owner), whatever it names.
 	target := s.bindTarget(c, p.Session)
-	if err := s.bindOwned(c.actor.UID, target, p.PID); err != nil {
+	if err := s.bindOwned(c.actor.UID, target, p.PID, p.Strict); err != nil {
 		return nil, fmt.Errorf("bind pid %d to session %s: %w", p.PID, target, err)
 	}
 	if int32(p.PID) == c.actor.PID {
@@ -114,7 +114,7 @@ func (s *Server) sessionBind(_ context.Context, c *conn, params json.RawMessage)
 		c.smu.Unlock()
 	}
 	s.store.Touch(target)
-	s.log.Info("process bound", "session", target, "pid", p.PID)
+	s.log.Info("process bound", "session", target, "pid", p.PID, "strict", p.Strict)
 	return SessionBindResult{Session: target}, nil
 }
 

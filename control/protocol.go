@@ -150,6 +150,10 @@ type SessionCloseParams struct {
 type SessionBindParams struct {
 	Session policy.SessionID `json:"session"`
 	PID     int              `json:"pid"`
+	// Strict makes the binding strict: the bound processes read before
+	// every write through the mount, even when the session is not strict
+	// (dshmount exec --strict).
+	Strict bool `json:"strict,omitempty"`
 }
 
 // SessionBindResult is the result of session.bind: the session the process

@@ -30,6 +30,12 @@ type ProcessBinder interface {
 	SessionOf(pid int) (policy.SessionID, bool)
 }
 
+// StrictBinder is a ProcessBinder that also makes strict bindings
+// (session.bind {strict}).
+type StrictBinder interface {
+	BindStrict(session policy.SessionID, pid int) error
+}
+
 // BindingLister is a ProcessBinder that also lists its bindings
 // (daemon.status shows them).
 type BindingLister interface {

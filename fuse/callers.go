@@ -41,6 +41,7 @@ type callerInfo struct {
 	start   uint64 // the thread's start time: which incarnation of the tid
 	session policy.SessionID
 	bound   bool
+	strict  bool // the binding is strict (StrictBindings)
 	until   time.Time
 	// pidfd, when hasPidfd, refers to this very incarnation of the thread
 	// (pidfd_open PIDFD_THREAD): while it answers, the tid has not been
@@ -172,7 +173,11 @@ func (m *mountState) caller(tid uint32) callerInfo {
 	}
 	ci = callerInfo{pid: processOf(int32(tid)), start: start, until: now.Add(callerTTL)}
 	if tid != 0 && m.cfg.Bindings != nil {
-		ci.session, ci.bound = m.cfg.Bindings.SessionOf(int(tid))
+		if sb, ok := m.cfg.Bindings.(StrictBindings); ok {
+			ci.session, ci.strict, ci.bound = sb.Binding(int(tid))
+		} else {
+			ci.session, ci.bound = m.cfg.Bindings.SessionOf(int(tid))
+		}
 	}
 	if perr == nil {
 		ci.pidfd, ci.hasPidfd = pidfd, true

@@ -66,7 +66,17 @@ type Bindings interface {
 	SessionOf(pid int) (policy.SessionID, bool)
 }
 
-var _ Bindings = (*procbind.Registry)(nil)
+// StrictBindings are Bindings that also tell whether the binding that
+// answers is strict (exec --strict: its processes read before every
+// write); *procbind.Registry implements it.
+type StrictBindings interface {
+	Binding(pid int) (session policy.SessionID, strict, ok bool)
+}
+
+var (
+	_ Bindings       = (*procbind.Registry)(nil)
+	_ StrictBindings = (*procbind.Registry)(nil)
+)
 
 // Guard is what the mount asks of the guard: one method per decision or
 // record a request needs. *policy.Engine implements it; tests give a fake.

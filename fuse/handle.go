@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -420,6 +421,11 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 		return 0
 	}
 	n.m.recordWrites(ctx, h, true)
+	if h.writable && path.Base(h.rel) == ".git" {
+		if bs, err := fstat(h.fd()); err == nil {
+			n.m.learnGitDir(h.rel, &bs.st)
+		}
+	}
 	h.node.io.release(h.pt)
 	if up := h.up.Load(); up != nil {
 		_ = up.Close()

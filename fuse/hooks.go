@@ -66,7 +66,7 @@ func (m *mountState) actor(ctx context.Context) policy.Actor {
 	a.UID = caller.Uid
 	if caller.Pid != 0 && m.cfg.Bindings != nil {
 		if ci := m.caller(caller.Pid); ci.bound {
-			a.Session = ci.session
+			a.Session, a.Strict = ci.session, ci.strict
 		}
 	}
 	return a

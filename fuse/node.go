@@ -167,6 +167,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 		return nil, errnoOf(err)
 	}
 	fillAttr(&out.Attr, &bs.st)
+	if name == ".git" {
+		n.m.learnGitDir(rel, &bs.st)
+	}
 	child := n.newChild(ctx, &bs)
 	out.Ino = child.StableAttr().Ino
 	return child, 0

@@ -221,12 +221,14 @@ func (b *lockedBuffer) String() string {
 // session, its working directory the mount.
 func startGuardOps(t *testing.T, d *daemon) *guardOps {
 	t.Helper()
-	sess, err := openStrict(testCtx(t), d, "guard-ops")
+	// A session that is not strict, bound with exec --strict: the strict
+	// binding is what makes the helper read before every write.
+	sess, err := d.Client.OpenSession(testCtx(t), "guard-ops")
 	require.NoError(t, err)
 	g := &guardOps{t: t, Session: string(sess)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	g.cmd = exec.CommandContext(ctx, dshBinary, "exec", "--socket", d.Socket, "--session", string(sess), "--",
+	g.cmd = exec.CommandContext(ctx, dshBinary, "exec", "--socket", d.Socket, "--strict", "--session", string(sess), "--",
 		testBinary(t), "-test.run=^$")
 	g.cmd.Env = append(os.Environ(), helperEnv+"="+helperGuardOps)
 	g.cmd.Dir = d.Mnt

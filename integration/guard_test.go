@@ -63,10 +63,10 @@ func TestGuard_MountWriteMakesAgentTokenStale(t *testing.T) {
 func TestGuard_BoundProcessMustReadBeforeWriting(t *testing.T) {
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"f.txt": "original\n"}})
 	ctx := testCtx(t)
-	sess, err := openStrict(ctx, d, "bound")
+	sess, err := d.Client.OpenSession(ctx, "bound") // not strict: exec --strict binds strictly
 	require.NoError(t, err)
 	exec := func(script string) (string, string, int) {
-		return d.dsh("exec", "--socket", d.Socket, "--session", string(sess), "--", "sh", "-c", script)
+		return d.dsh("exec", "--socket", d.Socket, "--strict", "--session", string(sess), "--", "sh", "-c", script)
 	}
 
 	_, stderr, code := exec(`echo clobber > f.txt`)

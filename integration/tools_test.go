@@ -217,8 +217,40 @@ func TestTools_StrictSessionReadsFirst(t *testing.T) {
 	require.Equal(t, 0, code, "after a read: %s", out)
 	out, code = execIn(t, d, env, as, `set -e; git init -q .; git add -A; git commit -q -m one; git commit -q --amend -m two`)
 	require.Equal(t, 0, code, "git under a strict session: %s", out)
-	out, code = execIn(t, d, env, []string{"--strict", "--session", string(sess)}, `true`)
-	assert.Equal(t, 2, code, "--strict with a given session is a usage error: %s", out)
+}
+
+// TestTools_ExecStrictBindsStrictly: 'exec --strict --session S' binds its
+// command strictly in a session S that is not strict (and under
+// $DSH_SESSION): its blind write of a file nobody changed is refused
+// (EACCES) and the file keeps its bytes, while the same write bound
+// without --strict passes (S's baseline); after a read it may write, and
+// git's directory stays outside the guard.
+func TestTools_ExecStrictBindsStrictly(t *testing.T) {
+	d := startDaemon(t, daemonOptions{})
+	// Written through the mount (recorded at once) before the session opens.
+	d.sh(`echo "f before" > F; echo "g before" > G; echo "h before" > H`)
+	sess, err := d.Client.OpenSession(testCtx(t), "agent")
+	require.NoError(t, err)
+	env := toolsEnv(t)
+	start := d.lastSeq(t)
+
+	out, code := execIn(t, d, env, []string{"--strict", "--session", string(sess)}, `echo x > F`)
+	assert.NotEqual(t, 0, code, "a strict binding's blind write: %s", out)
+	assert.Contains(t, out, "Permission denied", "EACCES on the mount")
+	assert.Contains(t, out, "FS_NOT_OBSERVED")
+	assertBacking(t, d, "F", "f before\n")
+	out, code = execIn(t, d, append(env, "DSH_SESSION="+string(sess)), []string{"--strict"}, `echo x > G`)
+	assert.NotEqual(t, 0, code, "a strict binding under $DSH_SESSION: %s", out)
+	assertBacking(t, d, "G", "g before\n")
+	require.Len(t, refusalsOf(t, d, sess, start), 2, "both refusals are the session's")
+
+	out, code = execIn(t, d, env, []string{"--session", string(sess)}, `echo x > F`)
+	require.Equal(t, 0, code, "the same write bound without --strict: %s", out)
+	assertBacking(t, d, "F", "x\n")
+	out, code = execIn(t, d, env, []string{"--strict", "--session", string(sess)},
+		`set -e; cat H >/dev/null; echo y > H; git init -q .; git add -A; git commit -q -m one; git commit -q --amend -m two`)
+	require.Equal(t, 0, code, "a strict binding after a read, and git: %s", out)
+	assertBacking(t, d, "H", "y\n")
 }
 
 // TestTools_UnguardedGlob: serve --unguarded takes a tree out of the guard
@@ -251,4 +283,46 @@ func (d *daemon) lastSeq(t *testing.T) uint64 {
 		return 0
 	}
 	return res.Entries[0].Seq
+}
+
+// TestTools_SeparateGitDir: the git directory a ".git" file points to
+// (git init --separate-git-dir) is git's own like a ".git" directory. A
+// person's repository made that way, committed to after the agent's
+// session opened, takes the bound agent's commits with no refusal (its
+// COMMIT_EDITMSG, which a person wrote after the session opened, is
+// rewritten blind), also after a daemon restart (the gitdir is learned
+// again when the .git file is looked up); its hooks/ keep the worktree's
+// rule: a person's hook is not overwritten blindly.
+func TestTools_SeparateGitDir(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	d := startDaemon(t, daemonOptions{})
+	person := `git -c user.name=p -c user.email=p@example.com commit -q`
+	d.sh(`set -e; git init -q -b main --separate-git-dir=.repo.git work; cd work; echo a > a; git add .; ` + person + ` -m person1`)
+	sess, err := d.Client.OpenSession(testCtx(t), "agent")
+	require.NoError(t, err)
+	env := toolsEnv(t)
+	as := []string{"--session", string(sess)}
+	start := d.lastSeq(t)
+	d.sh(`set -e; cd work; echo p >> a; git add .; ` + person + ` -m person2`)
+
+	commits := `set -e; cd work; echo x > c; git add .; git commit -q -m agent1; echo y > b; git add .; git commit -q -m agent2`
+	out, code := execIn(t, d, env, as, commits)
+	require.Equal(t, 0, code, "bound commits in a separate git dir: %s", out)
+	require.Empty(t, refusalsOf(t, d, sess, start), "the bound commits were refused")
+
+	dirs := d.dirs()
+	d.stop()
+	d = startDaemon(t, daemonOptions{Dirs: dirs})
+	start = d.lastSeq(t)
+	d.sh(`set -e; cd work; echo q >> a; git add .; ` + person + ` -m person3`)
+	out, code = execIn(t, d, env, as, `set -e; cd work; echo z >> b; git add .; git commit -q -m agent3; test "$(git rev-list --count HEAD)" = 6`)
+	require.Equal(t, 0, code, "bound commit after a restart: %s", out)
+	require.Empty(t, refusalsOf(t, d, sess, start), "the bound commit after a restart was refused")
+
+	d.sh(`printf '#!/bin/sh\necho person hook\n' > .repo.git/hooks/pre-commit`)
+	out, code = execIn(t, d, env, as, `echo 'echo agent hook' > .repo.git/hooks/pre-commit`)
+	assert.NotEqual(t, 0, code, "the bound write over a person's hook: %s", out)
+	assertBacking(t, d, ".repo.git/hooks/pre-commit", "#!/bin/sh\necho person hook\n")
 }

@@ -41,6 +41,10 @@ type Actor struct {
 	// Bound: the caller is a process bound to Session (dshmount exec),
 	// whatever channel it asks on; it may not skip the guard. Not stored.
 	Bound bool `json:"-"`
+	// Strict: the caller's binding reads before every write (dshmount
+	// exec --strict): on the mount it has no baseline, as if its session
+	// were strict. Not stored.
+	Strict bool `json:"-"`
 }
 
 // ObservationKind is present or absent. "Unseen" is the absence of an

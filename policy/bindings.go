@@ -24,6 +24,9 @@ type BindingRecord struct {
 	// PID and Start name the root process of a process binding.
 	PID   int    `json:"pid,omitempty"`
 	Start uint64 `json:"start,omitempty"`
+	// Strict: the bound processes read before every write through the
+	// mount, whatever their session's rule (dshmount exec --strict).
+	Strict bool `json:"strict,omitempty"`
 }
 
 // bindingKey is the store key of rec: one per cgroup or per process

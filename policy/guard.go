@@ -28,7 +28,8 @@ import (
 //
 // "baseline" is a session that saw the workspace as it was when it opened:
 // any session but a strict one (Session.Strict: exec's own sessions, and
-// sessions opened with strict), for processes bound to it on the mount.
+// sessions opened with strict), for processes bound to it on the mount,
+// unless their binding is strict (Actor.Strict: exec --strict).
 // Socket and MCP requests can read first, so they always need an
 // observation. "Unchanged since the session opened" means: no other
 // actor's change of the path is recorded after the session's StartSeq, and
@@ -79,6 +80,10 @@ type Zones struct {
 	// Unguarded reports whether a workspace-relative path is outside the
 	// guard (serve --unguarded); nil: none is.
 	Unguarded func(rel string) bool
+	// GitDirs are the git directories ".git" files point to inside the
+	// workspace (git init --separate-git-dir): git directories as much as
+	// ".git" directories are; nil: none is known.
+	GitDirs *GitDirs
 }
 
 // FileNow is what the mount knows of an existing file at a guarded change.
@@ -122,7 +127,7 @@ func (g guardTable) rule(a Actor, sess Session, req request, op string, t provid
 		case reqMountCreate:
 			return rule{kind: ruleAllow}
 		case reqMountChange:
-			if a.Channel == ChannelMount && a.Session != "" && !sess.Strict {
+			if a.Channel == ChannelMount && a.Session != "" && !sess.Strict && !a.Strict {
 				return rule{kind: ruleUnchanged}
 			}
 		}
@@ -152,7 +157,11 @@ func (g guardTable) outside(rel string, linked bool) bool {
 	if g.zones.GuardGit || linked {
 		return false
 	}
-	return inGitDir(rel)
+	if inGitDir(rel) {
+		return true
+	}
+	rest, ok := g.zones.GitDirs.Under(rel)
+	return ok && gitOwn(strings.Split(rest, "/"))
 }
 
 // inGitDir reports whether rel is inside a repository's git directory (a
@@ -168,7 +177,13 @@ func inGitDir(rel string) bool {
 	if i >= len(segs)-1 {
 		return false // no .git directory above the last name
 	}
-	rest := segs[i+1:]
+	return gitOwn(segs[i+1:])
+}
+
+// gitOwn reports whether the path rest (its segments) inside a git
+// directory is git's own: not hooks/, config or info/ (of the repository,
+// or of a submodule's repository under modules/).
+func gitOwn(rest []string) bool {
 	for len(rest) > 2 && rest[0] == "modules" {
 		rest = rest[2:]
 	}

@@ -16,7 +16,8 @@ import (
 // file" of the guard table for a file the session never read: a session
 // that was open before may change it iff nobody else changed it since the
 // session opened (records; the ctime where nothing is recorded); a strict
-// session, a socket request and a file with two names need a read.
+// session, a strict binding (exec --strict) in a session that is not
+// strict, a socket request and a file with two names need a read.
 func TestGuard_MountBaselineRule(t *testing.T) {
 	ctx := context.Background()
 	old, later := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
@@ -29,6 +30,7 @@ func TestGuard_MountBaselineRule(t *testing.T) {
 		ctime    time.Time
 		links    uint64
 		strict   bool
+		binding  bool // the actor's binding is strict (Actor.Strict)
 		channel  Channel
 		zones    Zones
 		op       MutationOp // OpWrite when empty
@@ -45,6 +47,9 @@ func TestGuard_MountBaselineRule(t *testing.T) {
 			wantCode: provider.CodeNotObserved, wantMsg: "not through the daemon"},
 		{name: "two names", path: "f.txt", ctime: old, links: 2, wantCode: provider.CodeNotObserved, wantMsg: "2 names"},
 		{name: "strict session", path: "f.txt", ctime: old, strict: true, wantCode: provider.CodeNotObserved},
+		{name: "strict binding in a session that is not strict", path: "f.txt", ctime: old, binding: true,
+			wantCode: provider.CodeNotObserved, wantMsg: "read it first"},
+		{name: "strict binding, git dir: still outside", path: ".git/index", after: &person, ctime: later, binding: true},
 		{name: "socket request", path: "f.txt", ctime: old, channel: ChannelSocket, wantCode: provider.CodeNotObserved},
 		{name: "git dir: outside the guard", path: "r/.git/index", after: &person, ctime: later},
 		{name: "git dir of a submodule", path: ".git/modules/sub/refs/heads/main", after: &person, ctime: later},
@@ -76,7 +81,7 @@ func TestGuard_MountBaselineRule(t *testing.T) {
 			}
 			sess, err := e.Store().OpenSessionWith(SessionSpec{Name: "agent", Strict: tc.strict})
 			require.NoError(t, err)
-			a := Actor{Session: sess.ID, Channel: ChannelMount, PID: 9}
+			a := Actor{Session: sess.ID, Channel: ChannelMount, PID: 9, Strict: tc.binding}
 			if tc.channel != "" {
 				a.Channel = tc.channel
 			}

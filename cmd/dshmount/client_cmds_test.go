@@ -24,8 +24,28 @@ import (
 
 // recordingBinder records session.bind calls.
 type recordingBinder struct {
-	mu    sync.Mutex
-	binds map[policy.SessionID]int
+	mu     sync.Mutex
+	binds  map[policy.SessionID]int
+	strict map[int]bool // pids bound strictly (BindStrict)
+}
+
+// BindStrict records a strict binding.
+func (b *recordingBinder) BindStrict(s policy.SessionID, pid int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.binds[s] = pid
+	if b.strict == nil {
+		b.strict = map[int]bool{}
+	}
+	b.strict[pid] = true
+	return nil
+}
+
+// boundStrictly reports whether pid was bound with BindStrict.
+func (b *recordingBinder) boundStrictly(pid int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.strict[pid]
 }
 
 func (b *recordingBinder) Bind(s policy.SessionID, pid int) error {

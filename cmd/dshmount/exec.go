@@ -48,9 +48,9 @@ func execWith(ctx context.Context, args []string, sio stdio, ex execer) int {
 	session := fs.String("session", "", "session to act for, by id or by name (default $"+envSession+"; empty: open a new one)")
 	name := fs.String("name", "", "name of the new session when --session is empty")
 	branchName := fs.String("branch", "", "run CMD in this branch's mount, bound to a new session acting in the branch")
-	strict := fs.Bool("strict", false, "read before every write (the rule of a session exec opens; a given session has the rule it was opened with: 'session open --strict')")
+	strict := fs.Bool("strict", false, "CMD's processes read before every write, even in a session that is not strict (a session exec opens is strict anyway)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N [--strict]] [--branch NAME] -- CMD [ARGS...]
+		fmt.Fprint(fs.Output(), `Usage: dshmount exec [--socket S] [--session ID | --name N] [--strict] [--branch NAME] -- CMD [ARGS...]
 
 Binds this process to a session, then runs CMD (looked up in PATH) as its child. CMD and
 every process it starts act for the session on the mount: opening a file for reading
@@ -59,10 +59,14 @@ needs that observation to be fresh (ESTALE when stale). A file the session never
 may be changed only if the session was opened before CMD started (--session,
 $DSH_SESSION) and nobody else changed it since the session opened (EACCES otherwise,
 naming who changed it); a session opened with --strict always needs a read (EACCES).
+With --strict, CMD's processes always need a read (EACCES) even in a session that is not
+strict: the rule belongs to this binding, other processes of the session keep theirs.
 Without --session a new strict session is opened, its id printed on stderr, and closed
 again when the last process of CMD's tree has exited (a server CMD left running in the
-background keeps it open). Inside a repository's git directory (except hooks/, config and
-info/) and under 'serve --unguarded' paths, changes are recorded but not guarded. CMD gets
+background keeps it open). Inside a repository's git directory (a .git directory, or the
+workspace directory a .git file points to, as 'git init --separate-git-dir' makes; except
+hooks/, config and info/) and under 'serve --unguarded' paths, changes are recorded but
+not guarded. CMD gets
 DSH_SOCKET and DSH_SESSION in its environment, so dshmount verbs it runs act for the
 same session. Without --socket or $DSH_SOCKET, the daemon whose mount or workspace
 holds the current directory is used.
@@ -105,10 +109,6 @@ Flags:
 	}
 	if !sessionSet && *branchName == "" {
 		*session = os.Getenv(envSession)
-	}
-	if *strict && *session != "" {
-		fmt.Fprintf(sio.err, "dshmount exec: --strict sets the rule of a session exec opens; session %s has the rule it was opened with (open a strict one with 'dshmount session open --strict')\n", *session)
-		return exitUsage
 	}
 	if *socket == "" {
 		*socket = os.Getenv(envSocket)
@@ -159,7 +159,9 @@ Flags:
 		fmt.Fprintf(sio.err, "dshmount exec: session %s\n", id)
 	}
 	mark := newestSeq(ctx, client)
-	bound, err := client.Bind(ctx, id, ex.pid())
+	// --strict binds strictly: CMD's tree reads before every write even
+	// when the session it joins is not strict.
+	bound, err := client.BindWith(ctx, control.SessionBindParams{Session: id, PID: ex.pid(), Strict: *strict && !owned})
 	if err == nil && bound != id {
 		// This process is bound already: it stays its session.
 		fmt.Fprintf(sio.err, "dshmount exec: this process is bound to session %s; the command runs as it\n", bound)

@@ -109,8 +109,9 @@ func TestExec_KeepsANamedSessionAndIsQuietOnSuccess(t *testing.T) {
 
 // TestExec_OwnSessionIsStrict: the session exec opens for a one-off
 // command has seen nothing and reads before it writes (strict); --strict
-// says so explicitly, and with a given session it is a usage error (the
-// session keeps the rule it was opened with).
+// says so explicitly; with a given session, --strict binds the command
+// strictly (the session keeps the rule it was opened with, the binding
+// reads before every write) and without it the binding is not strict.
 func TestExec_OwnSessionIsStrict(t *testing.T) {
 	env := newCLIEnv(t)
 	admin, err := control.Dial(env.sock)
@@ -140,11 +141,18 @@ func TestExec_OwnSessionIsStrict(t *testing.T) {
 	}
 	id, err := admin.OpenSession(context.Background(), "agent")
 	require.NoError(t, err)
-	var out, errOut bytes.Buffer
-	code := execWith(context.Background(), []string{"--socket", env.sock, "--strict", "--session", string(id), "--", "true"},
-		stdio{in: strings.NewReader(""), out: &out, err: &errOut}, execer{lookPath: func(string) (string, error) { return "/bin/true", nil }})
-	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut.String(), "--strict sets the rule of a session exec opens")
+	for pid, flags := range map[int][]string{5151: {"--strict"}, 5252: nil} {
+		ex := execer{
+			lookPath:  func(string) (string, error) { return "/bin/true", nil },
+			pid:       func() int { return pid },
+			supervise: func(_, _ string, _ []string, _ []string) (int, error) { return 0, nil },
+		}
+		var out, errOut bytes.Buffer
+		args := append(append([]string{"--socket", env.sock}, flags...), "--session", string(id), "--", "true")
+		code := execWith(context.Background(), args, stdio{in: strings.NewReader(""), out: &out, err: &errOut}, ex)
+		require.Equal(t, 0, code, errOut.String())
+		assert.Equal(t, len(flags) > 0, env.binder.boundStrictly(pid), "exec %v --session binds strictly only with --strict", flags)
+	}
 }
 
 // hasSession reports whether st lists session id.

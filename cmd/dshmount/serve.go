@@ -142,7 +142,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	engine.SetZones(policy.Zones{GuardGit: cfg.GuardGit, Unguarded: unguarded.Match})
+	engine.SetZones(policy.Zones{GuardGit: cfg.GuardGit, Unguarded: unguarded.Match,
+		GitDirs: policy.NewGitDirs(cfg.Mountpoint, cfg.Source)})
 	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
 	if err != nil {
 		return err
@@ -284,6 +285,14 @@ type bindNotifier struct {
 // Bind implements control.ProcessBinder.
 func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
 	err := b.reg.Bind(session, pid)
+	b.mnt.ForgetCallers()
+	b.branches.ForgetCallers()
+	return err
+}
+
+// BindStrict implements control.StrictBinder.
+func (b bindNotifier) BindStrict(session policy.SessionID, pid int) error {
+	err := b.reg.BindWith(session, pid, true)
 	b.mnt.ForgetCallers()
 	b.branches.ForgetCallers()
 	return err

@@ -423,3 +423,51 @@ func TestList_ShowsABindingWhoseProcessTreeIsGone(t *testing.T) {
 	r.Sweep()
 	assert.Equal(t, []State{{Session: "s1", Cgroup: bound, TreeGone: true}}, r.List(), "the cgroup binding stays, marked")
 }
+
+// TestBinding_StrictIsAPropertyOfTheBinding pins exec --strict: a strict
+// binding answers strict for the bound process, its descendants and an
+// orphan left in its cgroup, also after a restart; a nearer binding that
+// is not strict answers not strict, and so does a plain Bind.
+func TestBinding_StrictIsAPropertyOfTheBinding(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cgroups bool
+	}{{"parent chain", false}, {"binding cgroup", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc, cg := treeInCgroups()
+			store := newFakeStore()
+			var r *Registry
+			if tc.cgroups {
+				r = cgroupRegistry(t, proc, cg, store)
+			} else {
+				r = newRegistry(nil, proc, 16)
+				r.store = store
+			}
+			require.NoError(t, r.BindWith("s1", 100, true))
+			require.NoError(t, r.Bind("s2", 200))
+			for _, pid := range []int{100, 101, 102} {
+				s, strict, ok := r.Binding(pid)
+				require.True(t, ok, "pid %d", pid)
+				assert.Equal(t, policy.SessionID("s1"), s, "pid %d", pid)
+				assert.True(t, strict, "pid %d descends from a strict binding", pid)
+			}
+			_, strict, ok := r.Binding(200)
+			assert.True(t, ok)
+			assert.False(t, strict, "a plain Bind is not strict")
+
+			require.NoError(t, r.Bind("s1", 101)) // a nearer binding, not strict
+			_, strict, _ = r.Binding(102)
+			assert.False(t, strict, "the nearest binding decides")
+
+			restarted := newRegistry(nil, proc, 16)
+			if tc.cgroups {
+				restarted = cgroupRegistry(t, proc, cg, store)
+			} else {
+				restarted.store = store
+				require.NoError(t, restarted.load())
+			}
+			_, strict, ok = restarted.Binding(100)
+			assert.True(t, ok && strict, "a strict binding stays strict after a restart")
+		})
+	}
+}

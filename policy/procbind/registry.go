@@ -64,6 +64,7 @@ type bindingStore interface {
 type binding struct {
 	session policy.SessionID
 	start   uint64
+	strict  bool // the bound processes read before every write (exec --strict)
 }
 
 // cacheKey identifies one process incarnation.
@@ -75,6 +76,7 @@ type cacheKey struct {
 // answer is a cached SessionOf result.
 type answer struct {
 	session policy.SessionID
+	strict  bool
 	ok      bool
 }
 
@@ -111,6 +113,7 @@ type Registry struct {
 	epoch  uint64                      // advanced by every Bind; invalidates the cache
 	bound  map[int]binding             // by root process id (thread group id)
 	groups map[string]policy.SessionID // by binding cgroup path
+	strict map[string]bool             // binding cgroups of strict bindings
 	cache  map[cacheKey]answer         // bounded, FIFO eviction through order
 	order  []cacheKey
 	next   int // next slot of order to evict
@@ -164,6 +167,7 @@ func newRegistry(sessions sessionLookup, proc procReader, cacheSize int) *Regist
 		maxDepth: defaultMaxDepth,
 		bound:    make(map[int]binding),
 		groups:   make(map[string]policy.SessionID),
+		strict:   make(map[string]bool),
 		cache:    make(map[cacheKey]answer, cacheSize),
 		order:    make([]cacheKey, 0, cacheSize),
 	}
@@ -184,8 +188,11 @@ func (r *Registry) load() error {
 		switch {
 		case rec.Cgroup != "":
 			r.groups[rec.Cgroup] = rec.Session // Sweep removes it once empty
+			if rec.Strict {
+				r.strict[rec.Cgroup] = true
+			}
 		case r.alive(rec):
-			r.bound[rec.PID] = binding{session: rec.Session, start: rec.Start}
+			r.bound[rec.PID] = binding{session: rec.Session, start: rec.Start, strict: rec.Strict}
 		default: // the process exited, or its pid was reused since
 			if err := r.store.DeleteBinding(rec); err != nil {
 				r.log.Warn("forget a dead process binding", "session", rec.Session, "err", err)
@@ -202,6 +209,13 @@ func (r *Registry) load() error {
 // Bind returns. It fails when the process does not exist or the session is
 // unknown (wrapping policy.ErrUnknownSession).
 func (r *Registry) Bind(session policy.SessionID, pid int) error {
+	return r.BindWith(session, pid, false)
+}
+
+// BindWith is Bind; with strict, the bound processes read before every
+// write through the mount even when their session is not strict (dshmount
+// exec --strict): Binding reports it.
+func (r *Registry) BindWith(session policy.SessionID, pid int, strict bool) error {
 	if session == "" {
 		return fmt.Errorf("bind pid %d: empty session id; open a session first", pid)
 	}
@@ -220,14 +234,14 @@ func (r *Registry) Bind(session policy.SessionID, pid int) error {
 
 	r.bindMu.Lock()
 	defer r.bindMu.Unlock()
-	recs := []policy.BindingRecord{{Session: session, PID: pid, Start: info.Start}}
+	recs := []policy.BindingRecord{{Session: session, PID: pid, Start: info.Start, Strict: strict}}
 	if r.enter && r.cgroups != nil {
 		cg, err := r.enterCgroup(session, pid)
 		if err != nil {
 			r.log.Warn("binding by the parent chain only: the process cannot be moved into a binding cgroup",
 				"session", session, "pid", pid, "err", err)
 		} else {
-			recs = append(recs, policy.BindingRecord{Session: session, Cgroup: cg})
+			recs = append(recs, policy.BindingRecord{Session: session, Cgroup: cg, Strict: strict})
 		}
 	}
 	if r.store != nil {
@@ -242,8 +256,11 @@ func (r *Registry) Bind(session policy.SessionID, pid int) error {
 	for _, rec := range recs {
 		if rec.Cgroup != "" {
 			r.groups[rec.Cgroup] = session
+			if strict {
+				r.strict[rec.Cgroup] = true
+			}
 		} else {
-			r.bound[pid] = binding{session: session, start: info.Start}
+			r.bound[pid] = binding{session: session, start: info.Start, strict: strict}
 		}
 	}
 	r.epoch++
@@ -287,15 +304,22 @@ func cgroupName(session policy.SessionID) string {
 // session may be closed: a binding outlives its session, and the guard
 // refuses a closed session.
 func (r *Registry) SessionOf(pid int) (policy.SessionID, bool) {
+	session, _, ok := r.Binding(pid)
+	return session, ok
+}
+
+// Binding is SessionOf, and whether the binding that answers is strict
+// (BindWith).
+func (r *Registry) Binding(pid int) (session policy.SessionID, strict, ok bool) {
 	r.mu.Lock()
 	none := len(r.bound) == 0 && len(r.groups) == 0
 	r.mu.Unlock()
 	if none {
-		return "", false // the common case of a mount nobody bound: no /proc reads
+		return "", false, false // the common case of a mount nobody bound: no /proc reads
 	}
 	pid, info, err := r.process(pid)
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
 	key := cacheKey{pid: pid, start: info.Start}
 
@@ -303,8 +327,9 @@ func (r *Registry) SessionOf(pid int) (policy.SessionID, bool) {
 	cached, hit := r.cache[key]
 	epoch := r.epoch
 	var (
-		bound  map[int]binding
-		groups map[string]policy.SessionID
+		bound        map[int]binding
+		groups       map[string]policy.SessionID
+		strictGroups map[string]bool
 	)
 	if !hit {
 		bound = make(map[int]binding, len(r.bound))
@@ -315,11 +340,15 @@ func (r *Registry) SessionOf(pid int) (policy.SessionID, bool) {
 		for g, s := range r.groups {
 			groups[g] = s
 		}
+		strictGroups = make(map[string]bool, len(r.strict))
+		for g := range r.strict {
+			strictGroups[g] = true
+		}
 	}
 	r.mu.Unlock()
 
 	if !hit {
-		cached = r.inCgroup(pid, groups)
+		cached = r.inCgroup(pid, groups, strictGroups)
 		if !cached.ok {
 			cached = r.walk(pid, info, bound)
 		}
@@ -330,14 +359,14 @@ func (r *Registry) SessionOf(pid int) (policy.SessionID, bool) {
 		r.mu.Unlock()
 	}
 	if !cached.ok {
-		return "", false
+		return "", false, false
 	}
-	return cached.session, true
+	return cached.session, cached.strict, true
 }
 
 // inCgroup finds the binding cgroup nearest to pid's cgroup: the cgroup
 // itself or the closest ancestor that is bound.
-func (r *Registry) inCgroup(pid int, groups map[string]policy.SessionID) answer {
+func (r *Registry) inCgroup(pid int, groups map[string]policy.SessionID, strict map[string]bool) answer {
 	if len(groups) == 0 || r.cgroups == nil {
 		return answer{}
 	}
@@ -347,7 +376,7 @@ func (r *Registry) inCgroup(pid int, groups map[string]policy.SessionID) answer 
 	}
 	for cg = path.Clean(cg); ; cg = path.Dir(cg) {
 		if s, ok := groups[cg]; ok {
-			return answer{session: s, ok: true}
+			return answer{session: s, strict: strict[cg], ok: true}
 		}
 		if cg == "/" || cg == "." {
 			return answer{}
@@ -377,7 +406,7 @@ func (r *Registry) walk(pid int, info procInfo, bound map[int]binding) answer {
 	}
 	for depth := 0; depth < r.maxDepth; depth++ {
 		if b, ok := bound[pid]; ok && b.start == info.Start {
-			return answer{session: b.session, ok: true}
+			return answer{session: b.session, strict: b.strict, ok: true}
 		}
 		if info.PPID <= 0 || info.PPID == pid {
 			return answer{}
@@ -422,10 +451,10 @@ func (r *Registry) sweepLocked() {
 	r.mu.Lock()
 	var recs []policy.BindingRecord
 	for pid, b := range r.bound {
-		recs = append(recs, policy.BindingRecord{Session: b.session, PID: pid, Start: b.start})
+		recs = append(recs, policy.BindingRecord{Session: b.session, PID: pid, Start: b.start, Strict: b.strict})
 	}
 	for cg, s := range r.groups {
-		recs = append(recs, policy.BindingRecord{Session: s, Cgroup: cg})
+		recs = append(recs, policy.BindingRecord{Session: s, Cgroup: cg, Strict: r.strict[cg]})
 	}
 	r.mu.Unlock()
 
@@ -449,6 +478,7 @@ func (r *Registry) sweepLocked() {
 	for _, rec := range dead {
 		if rec.Cgroup != "" {
 			delete(r.groups, rec.Cgroup)
+			delete(r.strict, rec.Cgroup)
 		} else if b, ok := r.bound[rec.PID]; ok && b.start == rec.Start {
 			delete(r.bound, rec.PID)
 		}
