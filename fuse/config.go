@@ -90,6 +90,10 @@ type Guard interface {
 	CheckMountBelow(a policy.Actor, op policy.MutationOp, t provider.Target, f policy.FileNow) error
 	// OutsideGuard reports a target the guard does not cover for a.
 	OutsideGuard(a policy.Actor, t provider.Target) bool
+	// Zones are the parts of the workspace outside the guard (git
+	// directories, --unguarded); the mount teaches GitDirs what .git files
+	// point to.
+	Zones() policy.Zones
 	// ObserveMount records what a reads.
 	ObserveMount(a policy.Actor, t provider.Target, obs policy.Observation) error
 	// RecordMount records a change made through the mount.
