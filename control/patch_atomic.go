@@ -10,7 +10,7 @@ import (
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // atomicFile is the simulated state of one path of an atomic patch.
@@ -45,7 +45,7 @@ func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Op
 		case err != nil:
 			return nil, true, err
 		default:
-			f.exists, f.base = true, local.VersionOfBytes(data)
+			f.exists, f.base = true, version.OfBytes(data)
 			f.crlf = bytes.Contains(data, []byte("\r\n"))
 			f.content = strings.ReplaceAll(string(data), "\r\n", "\n")
 		}

@@ -12,7 +12,8 @@ import (
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/procbind"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // Default kernel cache timeouts. Every change made through the mount is
@@ -67,9 +68,24 @@ type Bindings interface {
 
 var _ Bindings = (*procbind.Registry)(nil)
 
+// Workspace is what the mount needs of the backing directory's provider
+// besides the view: its root, the targets of relative paths, the
+// per-target mutation locks and the content versioner. *local.FS
+// implements it.
+type Workspace interface {
+	// Root is the workspace's absolute root directory.
+	Root() string
+	// TargetForRel is the target of a clean workspace-relative path.
+	TargetForRel(rel string) provider.Target
+	// Lock takes the per-target mutation locks of keys.
+	Lock(ctx context.Context, keys ...provider.Key) (func(), error)
+	// Versioner computes content versions with the provider's digest cache.
+	Versioner() *version.Versioner
+}
+
 // Config is everything a mount needs.
 type Config struct {
-	Local  *local.FS      // the backing directory; required
+	Local  Workspace      // the backing directory; required
 	View   *overlay.View  // hide / read-only rules; required
 	Engine *policy.Engine // guards, versions, audit; required
 	Branch *branch.Branch // nil: serve the workspace (Local); else serve this branch over it

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // Change is one path of a ChangeSet.
@@ -466,7 +466,7 @@ func (m *Manager) check(ctx context.Context, cs ChangeSet, steps []step) ([]step
 				s.data = data
 			}
 			if s.Link == "" {
-				s.New = local.VersionOfBytes(s.data)
+				s.New = version.OfBytes(s.data)
 			}
 			writes = append(writes, s)
 		case opMkdir:

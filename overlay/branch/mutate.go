@@ -13,6 +13,7 @@ import (
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // This file holds the branch's mutations: copy-up, records, and the
@@ -77,7 +78,7 @@ func (b *Branch) copyUp(ctx context.Context, op, rel string) (pending []*entry, 
 	}
 	_ = os.Chmod(up, mode)
 	undo = func() { _ = os.Remove(up); undoBase() }
-	return append(parents, &entry{Path: rel, Kind: kindFile, Base: local.VersionOfBytes(data)}), undo, nil
+	return append(parents, &entry{Path: rel, Kind: kindFile, Base: version.OfBytes(data)}), undo, nil
 }
 
 // parentRecords returns the directory records a new path rel needs: a
