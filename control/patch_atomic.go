@@ -1,15 +1,14 @@
 package control
 
 import (
-	"bytes"
 	"context"
-	"strings"
 
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 	"github.com/dshmount/dshmount/provider/version"
 )
 
@@ -46,8 +45,8 @@ func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Op
 			return nil, true, err
 		default:
 			f.exists, f.base = true, version.OfBytes(data)
-			f.crlf = bytes.Contains(data, []byte("\r\n"))
-			f.content = strings.ReplaceAll(string(data), "\r\n", "\n")
+			f.crlf = eol.IsCRLF(data)
+			f.content = eol.ToLF(string(data))
 		}
 		files[t.Key] = f
 		order = append(order, f)
@@ -163,10 +162,7 @@ func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Op
 			cs.Changes = append(cs.Changes, branch.Change{Path: f.target.DisplayPath, Base: f.base, Delete: true})
 			continue
 		}
-		content := f.content
-		if f.crlf {
-			content = strings.ReplaceAll(content, "\n", "\r\n")
-		}
+		content := eol.Restore(f.content, f.crlf)
 		cs.Changes = append(cs.Changes, branch.Change{Path: f.target.DisplayPath, Base: f.base, Data: []byte(content)})
 	}
 	applied, err := s.br.mgr.Apply(ctx, cs, s.commitHooks(a, "atomic patch"))

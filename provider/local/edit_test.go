@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 func TestEdit_Outcomes(t *testing.T) {
@@ -42,8 +43,8 @@ func TestEdit_Outcomes(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, get(t, root, "f.txt"))
-			assert.Equal(t, normalizeLF(tc.content), out.Before)
-			assert.Equal(t, normalizeLF(tc.want), out.After)
+			assert.Equal(t, eol.ToLF(tc.content), out.Before)
+			assert.Equal(t, eol.ToLF(tc.want), out.After)
 			assert.Equal(t, versionOf(t, fs, tg), out.Version)
 			assert.Empty(t, tempFiles(t, root))
 		})
