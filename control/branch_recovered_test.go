@@ -14,6 +14,7 @@ import (
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 func TestAuditRecovered_FinishedAndUndoneCommitsNameTheBranch(t *testing.T) {
@@ -90,7 +91,7 @@ func TestAuditRecovered_AppliedJournalIsFinishedAndAnUndoneAtomicPatchReported(t
 	require.NoError(t, os.MkdirAll(jdir, 0o700))
 	require.NoError(t, os.MkdirAll(bdir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(bdir, "branch.json"), []byte(`{"name":"feat"}`), 0o600))
-	committed := local.VersionOfBytes([]byte("commit\n"))
+	committed := version.OfBytes([]byte("commit\n"))
 	put := func(name string, j map[string]any) {
 		data, err := json.Marshal(j)
 		require.NoError(t, err)
@@ -115,7 +116,7 @@ func TestAuditRecovered_AppliedJournalIsFinishedAndAnUndoneAtomicPatchReported(t
 	e := res.Entries[0]
 	assert.Equal(t, policy.ChannelExternal, e.Channel)
 	assert.Equal(t, policy.OpWrite, e.Op)
-	assert.Equal(t, local.VersionOfBytes([]byte("edited while down\n")), e.After)
+	assert.Equal(t, version.OfBytes([]byte("edited while down\n")), e.After)
 	assert.Empty(t, e.Refused)
 	list, err := c.BranchList(ctx)
 	require.NoError(t, err)

@@ -1,9 +1,7 @@
 package control
 
 import (
-	"bytes"
 	"context"
-	"strings"
 
 	"github.com/dshmount/dshmount/internal/journal"
 	"github.com/dshmount/dshmount/overlay"
@@ -11,7 +9,8 @@ import (
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/eol"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // Committer applies a change set to the workspace all or nothing, a kill
@@ -56,9 +55,9 @@ func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Op
 		case err != nil:
 			return nil, true, err
 		default:
-			f.exists, f.base = true, local.VersionOfBytes(data)
-			f.crlf = bytes.Contains(data, []byte("\r\n"))
-			f.content = strings.ReplaceAll(string(data), "\r\n", "\n")
+			f.exists, f.base = true, version.OfBytes(data)
+			f.crlf = eol.IsCRLF(data)
+			f.content = eol.ToLF(string(data))
 		}
 		files[t.Key] = f
 		order = append(order, f)
@@ -174,10 +173,7 @@ func (s *Server) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Op
 			cs.Changes = append(cs.Changes, branch.Change{Path: f.target.DisplayPath, Base: f.base, Delete: true})
 			continue
 		}
-		content := f.content
-		if f.crlf {
-			content = strings.ReplaceAll(content, "\n", "\r\n")
-		}
+		content := eol.Restore(f.content, f.crlf)
 		cs.Changes = append(cs.Changes, branch.Change{Path: f.target.DisplayPath, Base: f.base, Data: []byte(content)})
 	}
 	applied, err := s.journal.Apply(ctx, cs, s.commitHooks(a, "atomic patch"))

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 // plannedOp is one patch operation after resolution and preflight.
@@ -285,7 +285,7 @@ func (pf *preflight) checkExisting(ctx context.Context, t provider.Target, load 
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 		}
-		f.content, f.loaded = strings.ReplaceAll(text, "\r\n", "\n"), true
+		f.content, f.loaded = eol.ToLF(text), true
 	}
 	return f, nil
 }

@@ -42,7 +42,7 @@
 //
 // Read-only paths of the view refuse every mutation with EROFS; hidden paths
 // cannot be created (EACCES). Versions name bytes and are computed by the
-// provider's local.Versioner (SHA-256 of the content; guards always hash,
+// provider/version.Versioner (SHA-256 of the content; guards always hash,
 // reports may use the stat-keyed digest cache), so the token an agent gets
 // from the socket, the token in the xattr user.dsh.version on the mount and
 // the token the guard compares are one.

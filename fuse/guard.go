@@ -11,7 +11,7 @@ import (
 
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // The one guard chokepoint of the mount.
@@ -88,7 +88,7 @@ func (m *mountState) keepOwnMeta(a policy.Actor, t provider.Target, before, afte
 	if a.Session == "" || isRegularStat(before) || isRegularStat(after) {
 		return
 	}
-	if err := m.cfg.Engine.KeepMount(a, t, local.MetadataVersion(before), local.MetadataVersion(after)); err != nil {
+	if err := m.cfg.Engine.KeepMount(a, t, version.OfMetadata(before), version.OfMetadata(after)); err != nil {
 		m.log.Warn("keep own observation", "path", t.DisplayPath, "session", a.Session, "err", err)
 	}
 }
@@ -264,7 +264,7 @@ func (m *mountState) versionOfFd(fd int) (provider.Version, error) {
 			return "", serr
 		}
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || !isRegularStat(&bs.st) {
-			return local.MetadataVersion(&bs.st), nil
+			return version.OfMetadata(&bs.st), nil
 		}
 		return "", err
 	}
@@ -286,11 +286,11 @@ func (m *mountState) cachedVersionOfFd(fd int, st *unix.Stat_t) (provider.Versio
 // final link) whose stat is st, hashed now: the guard's view of a name.
 func (m *mountState) versionOfEntry(e entry, st *unix.Stat_t) (provider.Version, error) {
 	if !isRegularStat(st) {
-		return local.MetadataVersion(st), nil
+		return version.OfMetadata(st), nil
 	}
 	fd, err := unix.Openat(e.dir, e.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-		return local.MetadataVersion(st), nil
+		return version.OfMetadata(st), nil
 	}
 	if err != nil {
 		return "", err

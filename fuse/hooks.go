@@ -15,7 +15,7 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // mountState is shared by every node of one mount.
@@ -27,8 +27,8 @@ type mountState struct {
 	// rootInode is the mount's root node, for workspace-relative paths.
 	rootInode *fs.Inode
 	rootDev   uint64
-	asRoot    bool             // the daemon runs as root: created files are chowned to the caller
-	vers      *local.Versioner // content versions, shared with the provider
+	asRoot    bool               // the daemon runs as root: created files are chowned to the caller
+	vers      *version.Versioner // content versions, shared with the provider
 	closed    atomic.Bool
 	callers   callerCache // calling threads' processes and sessions
 	dirs      *dirFds     // cached directory descriptors (nil: none; dirfds.go)
@@ -224,7 +224,7 @@ func isWrite(flags uint32) bool {
 func euidIsRoot() bool { return os.Geteuid() == 0 }
 
 // fileID is the storage identity of a backing stat.
-func fileID(st *unix.Stat_t) provider.FileID { return local.FileIDOf(st) }
+func fileID(st *unix.Stat_t) provider.FileID { return version.FileIDOf(st) }
 
 // lock takes the provider's per-target mutation locks of ts for the span of
 // a check-then-change sequence (see local.FS.Lock). A wait that an

@@ -13,7 +13,7 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // creatable checks that a new name may appear at rel: hidden names cannot
@@ -369,7 +369,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if err != nil {
 		return errnoOf(err)
 	}
-	before := local.MetadataVersion(&bs.st)
+	before := version.OfMetadata(&bs.st)
 	if err := m.be.rmdir(ctx, rel, e); err != nil {
 		return errnoOf(err)
 	}

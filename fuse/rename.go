@@ -11,7 +11,7 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // Rename implements fs.NodeRenamer, with RENAME_NOREPLACE and
@@ -181,7 +181,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // observation stale.
 func (m *mountState) renamedVersion(a policy.Actor, t provider.Target, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
 	if guarded != "" && a.Session != "" && !isRegularStat(st) {
-		return local.MetadataVersion(st)
+		return version.OfMetadata(st)
 	}
 	if guarded != "" || a.Session == "" || m.cfg.Engine.OutsideGuard(a, t) {
 		return guarded

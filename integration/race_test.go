@@ -22,7 +22,7 @@ import (
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // raceOp is one attempted mutation of the race test.
@@ -145,7 +145,7 @@ func checkNoExternal(t *testing.T, d *daemon, ledger *raceLedger) {
 		}
 		producer := "no operation"
 		for _, op := range ledger.ops {
-			if op.File == e.Path && e.After != "" && local.VersionOfBytes([]byte(op.Content)) == e.After {
+			if op.File == e.Path && e.After != "" && version.OfBytes([]byte(op.Content)) == e.After {
 				producer = fmt.Sprintf("%s %s ok=%v start %+.1fms ack %+.1fms", op.Actor, op.Kind, op.OK,
 					float64(op.Start.Sub(e.Time).Microseconds())/1000, float64(op.Ack.Sub(e.Time).Microseconds())/1000)
 			}
@@ -337,7 +337,7 @@ func checkRaceHistory(t *testing.T, d *daemon, ledger *raceLedger, files []strin
 	// repeats only for the empty file: a mount writer's open(O_TRUNC)
 	// empties the file again and again before it writes, and an agent that
 	// read it then may legitimately replace it each time.
-	empty := local.VersionOfBytes(nil)
+	empty := version.OfBytes(nil)
 	perBase := map[string][]raceOp{}
 	results := map[provider.Version]raceOp{}
 	for _, op := range ops {

@@ -20,7 +20,7 @@ func TestBuffer_FillNeverOverwritesANewerWrite(t *testing.T) {
 		{"write, flush and eviction while reading Badger", func(b *writeBuffer, key []byte) {
 			b.put(key, []byte("new"), true)
 			b.flushed(b.takeDirty())
-			for i := 0; i < 10*b.shardCap*bufferShards; i++ { // push key out of the cache
+			for i := 0; i < 10*64; i++ { // push key out of the cache (capacity 64)
 				k := []byte(fmt.Sprintf("other-%d", i))
 				_, _, _, tok := b.get(k)
 				b.fill(k, []byte("x"), false, tok)

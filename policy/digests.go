@@ -5,167 +5,64 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 
+	"github.com/dshmount/dshmount/internal/shardcache"
 	"github.com/dshmount/dshmount/policy/kv"
 	"github.com/dshmount/dshmount/provider"
 )
 
 const digestShards = 64
 
-// digests caches content digests (provider.CachedDigest) by file identity in
-// sharded maps, bounded: a changed entry stays until Badger has it (dirty),
-// then may be evicted, after which it is read from Badger again. Each shard
-// queues the identities changed since the last flush, so a flush touches
-// only those. It is a cache: losing an entry costs one rehash.
+// digests caches content digests (provider.CachedDigest) by file identity,
+// bounded: a changed entry stays until Badger has it (dirty), then may be
+// evicted, after which it is read from Badger again. It is a cache: losing
+// an entry costs one rehash.
 type digests struct {
-	shards   [digestShards]digestShard
-	shardCap int // clean entries kept per shard
-}
-
-type digestShard struct {
-	mu     sync.Mutex
-	m      map[provider.FileID]*digestEntry
-	queue  []provider.FileID // changed since the last takeDirty (may repeat)
-	ndirty int
-	// evictions counts evictions; a Badger read started before one may be
-	// stale (the evicted value may be newer than what it read).
-	evictions uint64
-}
-
-type digestEntry struct {
-	d      provider.CachedDigest
-	dirty  bool // not yet in Badger
-	queued bool // in the shard's queue
+	c *shardcache.Cache[provider.FileID, provider.CachedDigest]
 }
 
 // digestItem is one entry handed to the flusher.
 type digestItem struct {
-	id provider.FileID
-	d  provider.CachedDigest
+	id   provider.FileID
+	d    provider.CachedDigest
+	item shardcache.Item[provider.FileID, provider.CachedDigest]
 }
 
 func (g *digests) init(capacity int) {
-	g.shardCap = max(capacity/digestShards, 1)
-	for i := range g.shards {
-		g.shards[i].m = make(map[provider.FileID]*digestEntry)
-	}
-}
-
-func (g *digests) shard(id provider.FileID) *digestShard {
-	h := id.Ino*0x9e3779b97f4a7c15 ^ id.Dev
-	return &g.shards[(h>>32)%digestShards]
-}
-
-// setLocked replaces id's cached entry with d and queues it for the
-// flusher.
-func (g *digests) setLocked(sh *digestShard, id provider.FileID, d provider.CachedDigest) {
-	e := sh.m[id]
-	if e == nil {
-		g.evictLocked(sh, 1)
-		e = &digestEntry{}
-		sh.m[id] = e
-	}
-	if e.d == d {
-		return
-	}
-	e.d = d
-	if !e.dirty {
-		e.dirty = true
-		sh.ndirty++
-	}
-	if !e.queued {
-		e.queued = true
-		sh.queue = append(sh.queue, id)
-	}
-}
-
-// evictLocked drops clean entries once a shard's clean entries would exceed
-// its capacity, down to three quarters of it.
-func (g *digests) evictLocked(sh *digestShard, room int) {
-	clean := len(sh.m) - sh.ndirty
-	if clean+room <= g.shardCap {
-		return
-	}
-	drop := clean + room - g.shardCap*3/4
-	for id, e := range sh.m {
-		if drop <= 0 {
-			break
-		}
-		if !e.dirty {
-			delete(sh.m, id)
-			drop--
-		}
-	}
-	sh.evictions++
+	g.c = shardcache.New(shardcache.Config[provider.FileID, provider.CachedDigest]{
+		Shards: digestShards, Capacity: capacity,
+		Hash:  func(id provider.FileID) uint64 { return (id.Ino*0x9e3779b97f4a7c15 ^ id.Dev) >> 32 },
+		Equal: func(a, b provider.CachedDigest) bool { return a == b },
+	})
 }
 
 // takeDirty returns the entries changed since the last call; they stay
 // dirty (never evicted) until flushed reports them written.
 func (g *digests) takeDirty() []digestItem {
-	var items []digestItem
-	for i := range g.shards {
-		sh := &g.shards[i]
-		sh.mu.Lock()
-		queue := sh.queue
-		sh.queue = nil
-		for _, id := range queue {
-			e := sh.m[id]
-			if e == nil || !e.queued {
-				continue
-			}
-			e.queued = false
-			items = append(items, digestItem{id: id, d: e.d})
-		}
-		sh.mu.Unlock()
+	taken := g.c.TakeDirty()
+	items := make([]digestItem, len(taken))
+	for i, it := range taken {
+		items[i] = digestItem{id: it.Key, d: it.Val, item: it}
 	}
 	return items
 }
 
-// flushed marks items as in Badger: entries unchanged since become clean,
-// and shards over capacity shed clean entries.
-func (g *digests) flushed(items []digestItem) {
-	for _, it := range items {
-		sh := g.shard(it.id)
-		sh.mu.Lock()
-		if e := sh.m[it.id]; e != nil && e.dirty && e.d == it.d {
-			e.dirty = false
-			sh.ndirty--
-		}
-		sh.mu.Unlock()
-	}
-	for i := range g.shards {
-		sh := &g.shards[i]
-		sh.mu.Lock()
-		g.evictLocked(sh, 0)
-		sh.mu.Unlock()
-	}
-}
+// flushed marks items as in Badger.
+func (g *digests) flushed(items []digestItem) { g.c.Flushed(digestCacheItems(items)) }
 
 // requeue puts back entries whose flush failed.
-func (g *digests) requeue(items []digestItem) {
-	for _, it := range items {
-		sh := g.shard(it.id)
-		sh.mu.Lock()
-		if e := sh.m[it.id]; e != nil && e.dirty && !e.queued {
-			e.queued = true
-			sh.queue = append(sh.queue, it.id)
-		}
-		sh.mu.Unlock()
+func (g *digests) requeue(items []digestItem) { g.c.Requeue(digestCacheItems(items)) }
+
+func digestCacheItems(items []digestItem) []shardcache.Item[provider.FileID, provider.CachedDigest] {
+	out := make([]shardcache.Item[provider.FileID, provider.CachedDigest], len(items))
+	for i, it := range items {
+		out[i] = it.item
 	}
+	return out
 }
 
 // size returns the number of cached entries and of dirty ones.
-func (g *digests) size() (entries, dirty int) {
-	for i := range g.shards {
-		sh := &g.shards[i]
-		sh.mu.Lock()
-		entries += len(sh.m)
-		dirty += sh.ndirty
-		sh.mu.Unlock()
-	}
-	return entries, dirty
-}
+func (g *digests) size() (entries, dirty int) { return g.c.Size() }
 
 var _ provider.DigestCache = (*Store)(nil)
 
@@ -178,10 +75,7 @@ func (s *Store) Digest(id provider.FileID) (provider.CachedDigest, bool) {
 // RememberDigest implements provider.DigestCache. The entry is persisted by
 // the next flush.
 func (s *Store) RememberDigest(id provider.FileID, d provider.CachedDigest) {
-	sh := s.digests.shard(id)
-	sh.mu.Lock()
-	s.digests.setLocked(sh, id, d)
-	sh.mu.Unlock()
+	s.digests.c.Put(id, d, true)
 	s.buf.noteWrites(1)
 }
 
@@ -194,32 +88,15 @@ const maxDigestRetries = 8
 // nothing meanwhile: an evicted value may be newer than what the read saw.
 // Constant eviction races answer "no entry": the caller hashes.
 func (s *Store) cachedDigest(id provider.FileID) (provider.CachedDigest, bool) {
-	sh := s.digests.shard(id)
 	for range maxDigestRetries {
-		sh.mu.Lock()
-		if e := sh.m[id]; e != nil {
-			d := e.d
-			sh.mu.Unlock()
+		d, found, token := s.digests.c.Get(id)
+		if found {
 			return d, d.Version != ""
 		}
-		token := sh.evictions
-		sh.mu.Unlock()
-
-		d := s.loadDigest(id)
-
-		sh.mu.Lock()
-		e := sh.m[id]
-		if e == nil && sh.evictions != token {
-			sh.mu.Unlock()
+		d, ok := s.digests.c.Fill(id, s.loadDigest(id), token)
+		if !ok {
 			continue // read again: the value may have been evicted meanwhile
 		}
-		if e == nil {
-			s.digests.evictLocked(sh, 1)
-			e = &digestEntry{d: d}
-			sh.m[id] = e
-		}
-		d = e.d
-		sh.mu.Unlock()
 		return d, d.Version != ""
 	}
 	return provider.CachedDigest{}, false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // TestEngine_ConcurrentSessionsOneWinnerPerVersion races 64 sessions, each
@@ -80,7 +81,7 @@ type emptyStatFS struct{ *local.FS }
 func (f emptyStatFS) Stat(ctx context.Context, t provider.Target) (*provider.Info, error) {
 	info, err := f.FS.Stat(ctx, t)
 	if info != nil {
-		info.Version, info.Size = local.VersionOfBytes(nil), 0
+		info.Version, info.Size = version.OfBytes(nil), 0
 	}
 	return info, err
 }
@@ -106,7 +107,7 @@ func TestRead_ObservesTheBytesItReturned(t *testing.T) {
 	text, info, err := e.Read(ctx, a, target)
 	require.NoError(t, err)
 	require.Equal(t, "written\n", text)
-	assert.Equal(t, local.VersionOfBytes([]byte(text)), info.Version, "the version names the bytes returned")
+	assert.Equal(t, version.OfBytes([]byte(text)), info.Version, "the version names the bytes returned")
 	obs, ok := store.Observation(a.Session, target.Key)
 	require.True(t, ok)
 	assert.Equal(t, Present(info.Version), obs)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // mountSetup: one file, two daemons, a session bound on A that read it
@@ -29,7 +29,7 @@ func mountSetup(t *testing.T, optsB Options) (a, b daemon, bound, agent Actor, t
 	bound = Actor{Session: sa.ID, Channel: ChannelMount}
 	agent = Actor{Session: sb.ID, Channel: ChannelSocket}
 	tg = a.fs.TargetForRel("f.txt")
-	v = local.VersionOfBytes([]byte("one\n"))
+	v = version.OfBytes([]byte("one\n"))
 	require.NoError(t, a.e.ObserveMount(bound, tg, Present(v)))
 	_, _, err = b.e.Read(context.Background(), agent, b.fs.TargetForRel("f.txt"))
 	require.NoError(t, err)
@@ -61,7 +61,7 @@ func TestShared_MountWriteHoldsClaimUntilRecorded(t *testing.T) {
 	require.Equal(t, provider.CodeIOError, provider.CodeOf(err), "B waits for A's claim, then gives up: %v", err)
 
 	require.NoError(t, os.WriteFile(filepath.Join(a.fs.Root(), "f.txt"), []byte("bound\n"), 0o644)) // the process's write
-	after := local.VersionOfBytes([]byte("bound\n"))
+	after := version.OfBytes([]byte("bound\n"))
 	require.NoError(t, a.e.RecordMount(ctx, bound, OpWrite, tg, v, after, nil))
 	val, err := b.store.db.Get(ctx, versionKey("./f.txt"))
 	require.NoError(t, err)

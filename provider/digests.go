@@ -18,7 +18,7 @@ type CachedDigest struct {
 	Version Version
 	// HashedAtNs is the wall-clock time (Unix ns) at which reading the
 	// bytes began. Together with Key's times it decides whether the entry
-	// can be trusted (the racy-clean rule of local.Versioner).
+	// can be trusted (the racy-clean rule of provider/version.Versioner).
 	HashedAtNs int64
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 // read serves the read tool: a numbered window, recorded as an observation
@@ -63,7 +64,7 @@ func (c *Conn) edit(ctx context.Context, in EditInput) (string, EditOutput, erro
 	c.markSeen(path, start, r.Version)
 	n := 1
 	if in.ReplaceAll {
-		n = max(1, strings.Count(r.Before, strings.ReplaceAll(in.OldString, "\r\n", "\n")))
+		n = max(1, strings.Count(r.Before, eol.ToLF(in.OldString)))
 	}
 	return renderEdit(path, n, *r), EditOutput{Path: path, Version: string(r.Version), Replacements: n, MergedOver: string(r.MergedOver)}, nil
 }

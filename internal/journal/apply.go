@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // Change is one path of a ChangeSet.
@@ -359,7 +359,7 @@ func (jr *Journal) check(ctx context.Context, cs ChangeSet, steps []step) ([]ste
 				s.data = data
 			}
 			if s.Link == "" {
-				s.New = local.VersionOfBytes(s.data)
+				s.New = version.OfBytes(s.data)
 			}
 			writes = append(writes, s)
 		case opMkdir:

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 var errStopped = errors.New("stopped by the test")
@@ -34,10 +35,10 @@ func changeSet() ChangeSet {
 	cs := ChangeSet{Label: "the test change"}
 	for i := range 4 {
 		cs.Changes = append(cs.Changes, Change{Path: fmt.Sprintf("f%d", i),
-			Base: local.VersionOfBytes([]byte(fmt.Sprintf("old %d\n", i))), Data: []byte(fmt.Sprintf("new %d\n", i))})
+			Base: version.OfBytes([]byte(fmt.Sprintf("old %d\n", i))), Data: []byte(fmt.Sprintf("new %d\n", i))})
 	}
 	cs.Changes = append(cs.Changes,
-		Change{Path: "f4", Base: local.VersionOfBytes([]byte("old 4\n")), Delete: true},
+		Change{Path: "f4", Base: version.OfBytes([]byte("old 4\n")), Delete: true},
 		Change{Path: "d/new", Base: BaseAbsent, Data: []byte("created\n")})
 	return cs
 }

@@ -14,6 +14,9 @@ const (
 	Pure = iota
 	// Seams are the interfaces and types every backend shares.
 	Seams
+	// Primitives are definitions built on the seams that every backend
+	// and transport shares: content versions.
+	Primitives
 	// Backends reach the disk or a database.
 	Backends
 	// Rules decide: the view's rules, the guard and its store, the commit
@@ -39,6 +42,10 @@ func Table() map[string]int {
 		"internal/proctest":         Pure,
 		"internal/layers":           Pure,
 		"fuse/reqcount":             Pure,
+		"internal/shardcache":       Pure,
+		"provider/eol":              Pure,
+		"provider/version":          Primitives,
+		"provider/providertest":     Backends,
 		"control/registry":          Pure,
 		"policy/kv":                 Seams,
 		"provider":                  Seams,

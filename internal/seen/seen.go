@@ -23,7 +23,7 @@ import (
 	"sync"
 
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // MaxFileBytes is the largest content kept (text files up to 8 MiB).
@@ -87,7 +87,7 @@ func (c *Cache) Put(v provider.Version, data []byte) (bool, error) {
 		return false, nil
 	}
 	h, ok := hashOf(v)
-	if !ok || local.VersionOfBytes(data) != v {
+	if !ok || version.OfBytes(data) != v {
 		return false, nil
 	}
 	c.mu.Lock()
@@ -162,7 +162,7 @@ func (c *Cache) Get(v provider.Version) ([]byte, bool) {
 		return nil, false
 	}
 	data, err := os.ReadFile(filepath.Join(c.dir, h))
-	if err != nil || local.VersionOfBytes(data) != v {
+	if err != nil || version.OfBytes(data) != v {
 		c.drop(el)
 		return nil, false
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 func open(t *testing.T, max int64) (*Cache, string) {
@@ -23,13 +23,13 @@ func open(t *testing.T, max int64) (*Cache, string) {
 
 func put(t *testing.T, c *Cache, s string) bool {
 	t.Helper()
-	ok, err := c.Put(local.VersionOfBytes([]byte(s)), []byte(s))
+	ok, err := c.Put(version.OfBytes([]byte(s)), []byte(s))
 	require.NoError(t, err)
 	return ok
 }
 
 func has(c *Cache, s string) bool {
-	_, ok := c.Get(local.VersionOfBytes([]byte(s)))
+	_, ok := c.Get(version.OfBytes([]byte(s)))
 	return ok
 }
 
@@ -49,12 +49,12 @@ func TestSeen_KeepsOnlyWhatItMayKeep(t *testing.T) {
 		data string
 		kept bool
 	}{
-		{"text under its own version", string(local.VersionOfBytes([]byte("a\n"))), "a\n", true},
-		{"empty file", string(local.VersionOfBytes(nil)), "", true},
-		{"bytes that are not the version's", string(local.VersionOfBytes([]byte("b\n"))), "c\n", false},
+		{"text under its own version", string(version.OfBytes([]byte("a\n"))), "a\n", true},
+		{"empty file", string(version.OfBytes(nil)), "", true},
+		{"bytes that are not the version's", string(version.OfBytes([]byte("b\n"))), "c\n", false},
 		{"metadata version", "m1-0123456789abcdef", "d\n", false},
-		{"binary (NUL byte)", string(local.VersionOfBytes([]byte("e\x00"))), "e\x00", false},
-		{"over 8 MiB", string(local.VersionOfBytes([]byte(big))), big, false},
+		{"binary (NUL byte)", string(version.OfBytes([]byte("e\x00"))), "e\x00", false},
+		{"over 8 MiB", string(version.OfBytes([]byte(big))), big, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestSeen_DisabledKeepsNothing(t *testing.T) {
 func TestSeen_DamagedEntryDropped(t *testing.T) {
 	c, dir := open(t, 1<<20)
 	require.True(t, put(t, c, "good\n"))
-	h, _ := hashOf(local.VersionOfBytes([]byte("good\n")))
+	h, _ := hashOf(version.OfBytes([]byte("good\n")))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, h), []byte("bad\n"), 0o600))
 	assert.False(t, has(c, "good\n"))
 	n, _ := c.Stats()
@@ -145,7 +145,7 @@ func BenchmarkSeen_10000DistinctReads(b *testing.B) {
 	b.ResetTimer()
 	for j := 0; j < n; j++ {
 		data := []byte(fmt.Sprintf("file %d\n%s", j, strings.Repeat("line of text\n", 315)))
-		if _, err := c.Put(local.VersionOfBytes(data), data); err != nil {
+		if _, err := c.Put(version.OfBytes(data), data); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // This file holds the branch's base copies: when the branch first takes a
@@ -77,7 +77,7 @@ func (b *Branch) keepBaseFile(op, rel string, src *os.File, size int64, mode os.
 		if err != nil && !errors.Is(err, io.EOF) {
 			return none, b.baseError(op, rel, err)
 		}
-		if local.VersionOfBytes(data[:n]) != want {
+		if version.OfBytes(data[:n]) != want {
 			return none, nil
 		}
 		return b.keepBaseBytes(op, rel, data[:n], mode)
@@ -180,7 +180,7 @@ func (b *Branch) baseSideOf(rel string, want provider.Version) (s side, ok bool)
 		return side{}, false
 	}
 	data, err := os.ReadFile(bp)
-	if err != nil || local.VersionOfBytes(data) != want {
+	if err != nil || version.OfBytes(data) != want {
 		return side{}, false
 	}
 	return side{exists: true, mode: fileMode(st.Mode()), data: data}, true

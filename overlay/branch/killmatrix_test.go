@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // downChange is what a person does in the workspace directory while the
@@ -204,7 +204,7 @@ func checkKilled(t *testing.T, r *killRun, c downChange, ws, state string, befor
 	case forward && c.path != "":
 		require.Len(t, rec.OutOfBand, 1, "the change made while down is reported")
 		assert.Equal(t, c.path, rec.OutOfBand[0].Target.DisplayPath)
-		assert.Equal(t, local.VersionOfBytes([]byte(c.content)), rec.OutOfBand[0].After)
+		assert.Equal(t, version.OfBytes([]byte(c.content)), rec.OutOfBand[0].After)
 	case forward:
 		assert.Empty(t, rec.OutOfBand)
 	case r.at > lastStaging:

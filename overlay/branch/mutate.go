@@ -10,11 +10,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // This file holds the branch's mutations: copy-up, records, and the
@@ -79,7 +80,7 @@ func (b *Branch) copyUp(ctx context.Context, op, rel string) (pending []*entry, 
 	}
 	_ = os.Chmod(up, mode)
 	undo = func() { _ = os.Remove(up); undoBase() }
-	return append(parents, &entry{Path: rel, Kind: kindFile, Base: local.VersionOfBytes(data)}), undo, nil
+	return append(parents, &entry{Path: rel, Kind: kindFile, Base: version.OfBytes(data)}), undo, nil
 }
 
 // parentRecords returns the directory records a new path rel needs: a
@@ -295,7 +296,7 @@ func (b *Branch) deleteLocked(ctx context.Context, op, rel string, expected *pro
 		}
 		var out provider.DeleteOutcome
 		if text, terr := b.lower.ReadText(ctx, lt); terr == nil && len(text) <= int(local.DefaultMaxBasisBytes) {
-			lf := strings.ReplaceAll(text, "\r\n", "\n")
+			lf := eol.ToLF(text)
 			out.Before = &lf
 		}
 		undoBase, err := b.keepBaseFromWorkspace(op, rel, info.Version)
@@ -358,17 +359,14 @@ func (b *Branch) MoveFile(ctx context.Context, src, dst provider.Target, opts pr
 	if opts.ExpectedSource != nil && opts.ExpectedSource.Version != info.Version {
 		return out, provider.NewError(provider.CodeStaleVersion, "move", sr, nil, "%s changed since you read it; read it again", sr)
 	}
-	lf := strings.ReplaceAll(text, "\r\n", "\n")
+	lf := eol.ToLF(text)
 	content := text
 	if len(opts.Hunks) > 0 {
 		after, fail := patch.ApplyHunks(lf, opts.Hunks)
 		if fail != nil {
 			return out, provider.NewError(provider.CodePatchMismatch, "move", sr, fail, "%s; read the file again and rebuild the hunk", fail.Error())
 		}
-		content = after
-		if strings.Contains(text, "\r\n") {
-			content = strings.ReplaceAll(after, "\n", "\r\n")
-		}
+		content = eol.Restore(after, eol.IsCRLFText(text))
 	}
 	pending, undo, err := b.copyUp(ctx, "move", dr)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dshmount/dshmount/merge"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // This file holds Rebase: a branch's files are brought over the
@@ -182,7 +182,7 @@ func (b *Branch) mergeFile(ctx context.Context, m *Manager, rel string, base, cu
 		mode = st.Mode().Perm()
 	}
 	r := merge.Merge(baseText, ours, theirs, merge.Options{OursLabel: "branch " + b.name, TheirsLabel: "workspace"})
-	f := rebaseFile{rel: rel, text: r.Text, base: theirs, version: local.VersionOfBytes(theirs), mode: mode}
+	f := rebaseFile{rel: rel, text: r.Text, base: theirs, version: version.OfBytes(theirs), mode: mode}
 	if r.Clean() {
 		return f, nil, true, nil
 	}
@@ -208,7 +208,7 @@ func (b *Branch) applyRebase(f rebaseFile) error {
 		return provider.NewError(provider.CodeIOError, "rebase", f.rel, err, "write the merge of %s in branch %s: %v", f.rel, b.name, err)
 	}
 	_ = os.Chmod(up, f.mode)
-	b.setVersion(f.rel, local.VersionOfBytes(f.text))
+	b.setVersion(f.rel, version.OfBytes(f.text))
 	if _, err := b.keepBaseBytes("rebase", f.rel, f.base, f.mode); err != nil {
 		return err
 	}

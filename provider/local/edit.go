@@ -6,6 +6,7 @@ import (
 
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 // EditText atomically replaces the literal edit.OldString by edit.NewString
@@ -19,7 +20,7 @@ func (fs *FS) EditText(ctx context.Context, t provider.Target, edit provider.Edi
 		return provider.EditOutcome{}, provider.NewError(provider.CodeEditNotFound, op, t.DisplayPath, nil,
 			"the text to replace is empty; pass the exact existing text to replace")
 	}
-	oldLF, newLF := normalizeLF(edit.OldString), normalizeLF(edit.NewString)
+	oldLF, newLF := eol.ToLF(edit.OldString), eol.ToLF(edit.NewString)
 	return fs.rewrite(ctx, op, t, expected, func(lf string) (string, error) {
 		n := strings.Count(lf, oldLF)
 		switch {
@@ -74,12 +75,12 @@ func (fs *FS) rewrite(ctx context.Context, op string, t provider.Target, expecte
 		return provider.EditOutcome{}, notText(op, t.DisplayPath, err)
 	}
 	raw := ownedString(data)
-	before := normalizeLF(raw)
+	before := eol.ToLF(raw)
 	after, err := transform(before)
 	if err != nil {
 		return provider.EditOutcome{}, err
 	}
-	pub, err := fs.publish(ctx, p, publishSpec{data: storeAs(after, hasCRLF(data)), like: &p.st})
+	pub, err := fs.publish(ctx, p, publishSpec{data: eol.Restore(after, eol.IsCRLF(data)), like: &p.st})
 	if err != nil {
 		return provider.EditOutcome{}, err
 	}

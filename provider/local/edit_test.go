@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 func TestEdit_Outcomes(t *testing.T) {
@@ -42,9 +43,9 @@ func TestEdit_Outcomes(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, get(t, root, "f.txt"))
-			assert.Equal(t, normalizeLF(tc.content), out.Before)
-			assert.Equal(t, normalizeLF(tc.want), out.After)
-			assert.Equal(t, version(t, fs, tg), out.Version)
+			assert.Equal(t, eol.ToLF(tc.content), out.Before)
+			assert.Equal(t, eol.ToLF(tc.want), out.After)
+			assert.Equal(t, versionOf(t, fs, tg), out.Version)
 			assert.Empty(t, tempFiles(t, root))
 		})
 	}
@@ -54,7 +55,7 @@ func TestEdit_GuardCheckedBeforeMatch(t *testing.T) {
 	fs, root := newTestFS(t, Options{})
 	put(t, root, "f.txt", "alpha")
 	tg := target(t, fs, "f.txt")
-	v := version(t, fs, tg)
+	v := versionOf(t, fs, tg)
 	put(t, root, "f.txt", "beta gamma")
 	// The old string matches neither text, but the stale guard wins.
 	_, err := fs.EditText(context.Background(), tg, provider.EditRequest{OldString: "nowhere", NewString: "x"}, &provider.VersionGuard{Version: v})
@@ -105,7 +106,7 @@ func TestEdit_VersionRefreshEditToEdit(t *testing.T) {
 	put(t, root, "f.txt", "one two three")
 	tg := target(t, fs, "f.txt")
 	ctx := context.Background()
-	v0 := version(t, fs, tg)
+	v0 := versionOf(t, fs, tg)
 	first, err := fs.EditText(ctx, tg, provider.EditRequest{OldString: "one", NewString: "1"}, &provider.VersionGuard{Version: v0})
 	require.NoError(t, err)
 	assert.NotEqual(t, v0, first.Version)
@@ -118,7 +119,7 @@ func TestEdit_VersionRefreshEditToEdit(t *testing.T) {
 	second, err := fs.EditText(ctx, tg, provider.EditRequest{OldString: "two", NewString: "2"}, &provider.VersionGuard{Version: first.Version})
 	require.NoError(t, err)
 	assert.Equal(t, "1 2 three", get(t, root, "f.txt"))
-	assert.Equal(t, version(t, fs, tg), second.Version)
+	assert.Equal(t, versionOf(t, fs, tg), second.Version)
 }
 
 func TestEdit_KeepsModeAndCRLF(t *testing.T) {
@@ -153,7 +154,7 @@ func TestPatch_AppliesHunksOnLFText(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(root, "f.txt"), 0o600))
 	tg := target(t, fs, "f.txt")
 	hunks := []patch.Hunk{{Line: 3, OldLines: []string{"a", "b"}, NewLines: []string{"a", "B"}}}
-	out, err := fs.PatchText(context.Background(), tg, hunks, &provider.VersionGuard{Version: version(t, fs, tg)})
+	out, err := fs.PatchText(context.Background(), tg, hunks, &provider.VersionGuard{Version: versionOf(t, fs, tg)})
 	require.NoError(t, err)
 	assert.Equal(t, "a\nb\nc\n", out.Before)
 	assert.Equal(t, "a\nB\nc\n", out.After)
@@ -161,7 +162,7 @@ func TestPatch_AppliesHunksOnLFText(t *testing.T) {
 	st, err := os.Stat(filepath.Join(root, "f.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
-	assert.Equal(t, version(t, fs, tg), out.Version)
+	assert.Equal(t, versionOf(t, fs, tg), out.Version)
 }
 
 func TestPatch_ParsedPatchApplies(t *testing.T) {
@@ -203,7 +204,7 @@ func TestPatch_GuardAndMissingTarget(t *testing.T) {
 	fs, root := newTestFS(t, Options{})
 	put(t, root, "f.txt", "a\n")
 	tg := target(t, fs, "f.txt")
-	v := version(t, fs, tg)
+	v := versionOf(t, fs, tg)
 	put(t, root, "f.txt", "a\nchanged\n")
 	hunks := []patch.Hunk{{Line: 1, OldLines: []string{"nomatch"}, NewLines: []string{"x"}}}
 	_, err := fs.PatchText(context.Background(), tg, hunks, &provider.VersionGuard{Version: v})

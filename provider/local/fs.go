@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // DefaultMaxBasisBytes is the default bound of Before/SourceBefore texts.
@@ -55,7 +56,7 @@ type FS struct {
 	root     string   // canonical absolute root
 	rootFD   int      // O_PATH descriptor of root; all I/O is relative to it
 	prefixes []string // root, then the aliases, as cleaned absolute paths
-	vers     *Versioner
+	vers     *version.Versioner
 	maxBasis int64
 	noSync   bool // Durability is DurabilityNone
 	locks    *lockTable
@@ -115,7 +116,7 @@ func New(root string, opts Options) (*FS, error) {
 		root:     canon,
 		rootFD:   fd,
 		prefixes: []string{canon},
-		vers:     NewVersioner(opts.Digests),
+		vers:     version.NewVersioner(opts.Digests),
 		maxBasis: opts.MaxBasisBytes,
 		noSync:   opts.Durability == DurabilityNone,
 		locks:    newLockTable(),
@@ -152,4 +153,4 @@ func (fs *FS) Close() error {
 
 // Versioner returns the content-version computer of fs, shared with the
 // FUSE layer so that both report and compare the same tokens.
-func (fs *FS) Versioner() *Versioner { return fs.vers }
+func (fs *FS) Versioner() *version.Versioner { return fs.vers }

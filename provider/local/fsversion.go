@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // listHashLimit is the largest file fs.list hashes when its cached digest
@@ -18,7 +19,7 @@ const listHashLimit = 64 << 10
 // version of a target that cannot be read.
 func (fs *FS) probeVersion(p *probe) (provider.Version, error) {
 	if p.file == nil {
-		return MetadataVersion(&p.st), nil
+		return version.OfMetadata(&p.st), nil
 	}
 	ver, _, err := fs.vers.Fresh(int(p.file.Fd()))
 	if err != nil {
@@ -43,7 +44,7 @@ func (fs *FS) versionAtRel(rel string, st *unix.Stat_t, follow bool) (provider.V
 	if err != nil {
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOENT) ||
 			errors.Is(err, unix.ELOOP) {
-			return MetadataVersion(st), nil
+			return version.OfMetadata(st), nil
 		}
 		return "", err
 	}
@@ -70,7 +71,7 @@ func (fs *FS) listedVersion(dirFD int, name string, st *unix.Stat_t) provider.Ve
 	}
 	defer unix.Close(fd)
 	ver, got, err := fs.vers.Fresh(fd)
-	if err != nil || FileIDOf(&got) != FileIDOf(st) {
+	if err != nil || version.FileIDOf(&got) != version.FileIDOf(st) {
 		return ""
 	}
 	return ver

@@ -48,8 +48,8 @@ func target(t testing.TB, fs *FS, p string) provider.Target {
 	return tg
 }
 
-// version stats tg for a test and returns its version.
-func version(t testing.TB, fs *FS, tg provider.Target) provider.Version {
+// versionOf stats tg for a test and returns its version.
+func versionOf(t testing.TB, fs *FS, tg provider.Target) provider.Version {
 	t.Helper()
 	info, err := fs.Stat(context.Background(), tg)
 	require.NoError(t, err)

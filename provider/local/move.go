@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 // MoveFile publishes the text of src, patched by opts.Hunks when given, at
@@ -67,7 +68,7 @@ func (fs *FS) MoveFile(ctx context.Context, src, dst provider.Target, opts provi
 		return out, notText(op, src.DisplayPath, err)
 	}
 	raw := ownedString(data)
-	lf := normalizeLF(raw)
+	lf := eol.ToLF(raw)
 	if int64(len(raw)) <= fs.maxBasis {
 		out.SourceBefore = &lf
 	}
@@ -76,7 +77,7 @@ func (fs *FS) MoveFile(ctx context.Context, src, dst provider.Target, opts provi
 		if after, err = applyHunks(op, src.DisplayPath, lf, opts.Hunks); err != nil {
 			return out, err
 		}
-		stored = storeAs(after, hasCRLF(data))
+		stored = eol.Restore(after, eol.IsCRLF(data))
 	}
 
 	dest := provider.WriteOutcome{Operation: provider.OpCreate, After: after}

@@ -29,7 +29,7 @@ func TestMove_PublishesDestinationThenRemovesSource(t *testing.T) {
 	assert.Equal(t, provider.OpCreate, out.Destination.Operation)
 	assert.Nil(t, out.Destination.Before)
 	assert.Equal(t, "#!/bin/sh\necho hi\n", out.Destination.After)
-	assert.Equal(t, version(t, fs, dst), out.Destination.Version)
+	assert.Equal(t, versionOf(t, fs, dst), out.Destination.Version)
 	assert.NoFileExists(t, filepath.Join(root, "src.sh"))
 	assert.Equal(t, "#!/bin/sh\r\necho hi\r\n", get(t, root, "bin/dst.sh"), "bytes carried over")
 	st, err := os.Stat(filepath.Join(root, "bin/dst.sh"))
@@ -84,7 +84,7 @@ func TestMove_Guards(t *testing.T) {
 	})
 	t.Run("stale source", func(t *testing.T) {
 		fs, root, src, dst := setup(t)
-		v := version(t, fs, src)
+		v := versionOf(t, fs, src)
 		put(t, root, "src.txt", "changed")
 		_, err := fs.MoveFile(ctx, src, dst, provider.MoveOptions{ExpectedSource: &provider.VersionGuard{Version: v}})
 		requireCode(t, err, provider.CodeStaleVersion)
@@ -113,8 +113,8 @@ func TestMove_Guards(t *testing.T) {
 		_, err := fs.MoveFile(ctx, src, dst, provider.MoveOptions{ExpectedDestination: &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: "v1-0"}})
 		requireCode(t, err, provider.CodeStaleVersion)
 		out, err := fs.MoveFile(ctx, src, dst, provider.MoveOptions{
-			ExpectedSource:      &provider.VersionGuard{Version: version(t, fs, src)},
-			ExpectedDestination: &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: version(t, fs, dst)},
+			ExpectedSource:      &provider.VersionGuard{Version: versionOf(t, fs, src)},
+			ExpectedDestination: &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: versionOf(t, fs, dst)},
 		})
 		require.NoError(t, err)
 		assert.Equal(t, "src", get(t, root, "dst.txt"))

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 // probe is the state of a mutation target, taken under its lock. The parent
@@ -198,9 +198,9 @@ func (p *probe) readBasis(ctx context.Context, maxBytes int64) (data []byte, crl
 			return nil, false, err
 		}
 		if int64(len(data)) > maxBytes {
-			return nil, hasCRLF(data), nil
+			return nil, eol.IsCRLF(data), nil
 		}
-		return data, hasCRLF(data), nil
+		return data, eol.IsCRLF(data), nil
 	}
 	crlf, err = scanCRLF(ctx, p.file)
 	if err != nil {
@@ -219,7 +219,7 @@ func scanCRLF(ctx context.Context, f *os.File) (bool, error) {
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			if (prevCR && buf[0] == '\n') || bytes.Contains(buf[:n], []byte("\r\n")) {
+			if (prevCR && buf[0] == '\n') || eol.IsCRLF(buf[:n]) {
 				return true, nil
 			}
 			prevCR = buf[n-1] == '\r'

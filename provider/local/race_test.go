@@ -52,7 +52,7 @@ func TestConcurrentGuardedWrites_OneWinsOneStale(t *testing.T) {
 		fs, root := newTestFS(t, Options{})
 		put(t, root, "f.txt", "base")
 		tg := target(t, fs, "f.txt")
-		v := version(t, fs, tg)
+		v := versionOf(t, fs, tg)
 		ctx := context.Background()
 		guard := &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: v}
 		contents := []string{"first writer", "second writer"}
@@ -65,7 +65,7 @@ func TestConcurrentGuardedWrites_OneWinsOneStale(t *testing.T) {
 		assert.Zero(t, fs.locks.size(), "locks released")
 
 		// A third write at the fresh version succeeds.
-		_, err := fs.WriteText(ctx, tg, "third", &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: version(t, fs, tg)})
+		_, err := fs.WriteText(ctx, tg, "third", &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: versionOf(t, fs, tg)})
 		require.NoError(t, err)
 		assert.Equal(t, "third", get(t, root, "f.txt"))
 		assert.Empty(t, tempFiles(t, root))
@@ -77,7 +77,7 @@ func TestConcurrentWriteVersusEdit_OneWinsOneStale(t *testing.T) {
 		fs, root := newTestFS(t, Options{})
 		put(t, root, "f.txt", "hello world")
 		tg := target(t, fs, "f.txt")
-		v := version(t, fs, tg)
+		v := versionOf(t, fs, tg)
 		ctx := context.Background()
 		errs := race(
 			func() error {
@@ -93,7 +93,7 @@ func TestConcurrentWriteVersusEdit_OneWinsOneStale(t *testing.T) {
 		want := []string{"rewritten", "hello there"}[w]
 		assert.Equal(t, want, get(t, root, "f.txt"), "round %d", round)
 		assert.Zero(t, fs.locks.size(), "locks released")
-		_, err := fs.EditText(ctx, tg, provider.EditRequest{OldString: want, NewString: "after"}, &provider.VersionGuard{Version: version(t, fs, tg)})
+		_, err := fs.EditText(ctx, tg, provider.EditRequest{OldString: want, NewString: "after"}, &provider.VersionGuard{Version: versionOf(t, fs, tg)})
 		require.NoError(t, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // Stat returns metadata of t, a resolved target (Resolve expanded its
@@ -89,7 +90,7 @@ func (fs *FS) ReadTextVersion(ctx context.Context, t provider.Target) (string, p
 	if err != nil {
 		return "", provider.Info{}, err
 	}
-	info := provider.Info{Version: VersionOfBytes(data), Type: provider.TypeFile, Size: int64(len(data))}
+	info := provider.Info{Version: version.OfBytes(data), Type: provider.TypeFile, Size: int64(len(data))}
 	return ownedString(data), info, nil
 }
 

@@ -257,7 +257,7 @@ func TestListDir_NameOrderMetadataAndBrokenChildren(t *testing.T) {
 	assert.Equal(t, provider.TypeFile, a.Type)
 	assert.Equal(t, int64(1), a.Size)
 	assert.Equal(t, target(t, fs, "d/a.txt"), a.Target)
-	assert.Equal(t, version(t, fs, a.Target), a.Version)
+	assert.Equal(t, versionOf(t, fs, a.Target), a.Version)
 	assert.Equal(t, int64(2), byName["b.txt"].Size)
 	link := byName["c-link"]
 	assert.Equal(t, provider.TypeFile, link.Type)

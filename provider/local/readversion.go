@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // readVersioned reads the whole probed regular file and returns its bytes
@@ -13,26 +14,26 @@ import (
 // is checked against the content the edit then transforms, read once (a
 // hash and then a second read would read the file twice). Like
 // Versioner.Fresh, a file whose stat moved while it was read is read again
-// (at most hashAttempts times), and the digest is remembered only when the
+// (at most version.HashAttempts times), and the digest is remembered only when the
 // stat held still.
 func (fs *FS) readVersioned(ctx context.Context, p *probe) ([]byte, provider.Version, error) {
 	before := p.st // taken after the open, before any read
 	for attempt := 1; ; attempt++ {
-		start := fs.vers.now()
+		start := fs.vers.Now()
 		data, err := p.readAll(ctx)
 		if err != nil {
 			return nil, "", err
 		}
-		ver := VersionOfBytes(data)
+		ver := version.OfBytes(data)
 		var after unix.Stat_t
 		if err := retryEINTR0(func() error { return unix.Fstat(int(p.file.Fd()), &after) }); err != nil {
 			return nil, "", ioFailure(p.op, p.disp, pathErr("fstat", p.rel, err))
 		}
-		if StatKeyOf(&after) == StatKeyOf(&before) {
-			fs.vers.remember(&after, provider.CachedDigest{Key: StatKeyOf(&after), Version: ver, HashedAtNs: start.UnixNano()})
+		if version.StatKeyOf(&after) == version.StatKeyOf(&before) {
+			fs.vers.RememberVersion(&after, ver, start)
 			return data, ver, nil
 		}
-		if attempt == hashAttempts {
+		if attempt == version.HashAttempts {
 			return data, ver, nil
 		}
 		before = after

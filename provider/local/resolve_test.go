@@ -162,7 +162,7 @@ func TestLstat_DoesNotFollowFinalSymlink(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, provider.TypeFile, info.Type)
 	assert.Equal(t, int64(5), info.Size)
-	assert.Equal(t, version(t, fs, target(t, fs, "f.txt")), info.Version)
+	assert.Equal(t, versionOf(t, fs, target(t, fs, "f.txt")), info.Version)
 
 	info, err = fs.Lstat(ctx, ".", provider.ResolveOptions{})
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // StreamText yields the text of the regular file t in decoded chunks, with
@@ -99,7 +100,7 @@ func (fs *FS) ReadTextWindow(ctx context.Context, t provider.Target, w provider.
 	if err != nil {
 		return provider.WindowedText{}, provider.Info{}, err
 	}
-	info := provider.Info{Version: versionOfSum(h.Sum(nil)), Type: provider.TypeFile, Size: size}
+	info := provider.Info{Version: version.OfSum(h.Sum(nil)), Type: provider.TypeFile, Size: size}
 	return win.Result(), info, nil
 }
 

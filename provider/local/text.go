@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 // errNUL and errInvalidUTF8 say why bytes are not text.
@@ -41,9 +41,6 @@ func notText(op, disp string, cause error) *provider.Error {
 		"the file is binary or not UTF-8 text; it cannot be handled as text")
 }
 
-// hasCRLF reports whether a file's line-ending style is CRLF.
-func hasCRLF(data []byte) bool { return bytes.Contains(data, []byte("\r\n")) }
-
 // ownedString returns the bytes of b as a string without copying. b must not
 // be modified afterwards: callers hand over freshly read buffers only.
 func ownedString(b []byte) string {
@@ -53,32 +50,12 @@ func ownedString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// normalizeLF replaces every CRLF by LF.
-func normalizeLF(s string) string {
-	if !strings.Contains(s, "\r\n") {
-		return s
-	}
-	return strings.ReplaceAll(s, "\r\n", "\n")
-}
-
-// toCRLF turns LF-normalized text into CRLF text.
-func toCRLF(lf string) string { return strings.ReplaceAll(lf, "\n", "\r\n") }
-
-// storeAs renders LF-normalized text in the line-ending style of the file
-// it replaces.
-func storeAs(lf string, crlf bool) string {
-	if crlf {
-		return toCRLF(lf)
-	}
-	return lf
-}
-
 // basis is the bounded LF-normalized text of prior content, or nil when it is
 // not text or larger than maxBytes.
 func basis(data []byte, maxBytes int64) *string {
 	if data == nil || int64(len(data)) > maxBytes || checkText(data, 0) != nil {
 		return nil
 	}
-	s := normalizeLF(ownedString(data))
+	s := eol.ToLF(ownedString(data))
 	return &s
 }

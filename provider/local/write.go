@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/eol"
 )
 
 // WriteText atomically creates or replaces t with content. expected nil is
@@ -30,7 +31,7 @@ func (fs *FS) WriteText(ctx context.Context, t provider.Target, content string, 
 		return out, err
 	}
 	spec := publishSpec{noReplace: expected != nil && expected.Kind == provider.CreateIfAbsent}
-	lf := normalizeLF(content)
+	lf := eol.ToLF(content)
 	out.Operation, out.After = provider.OpCreate, lf
 	stored := content
 	if p.exists {
@@ -44,7 +45,7 @@ func (fs *FS) WriteText(ctx context.Context, t provider.Target, content string, 
 			out.Before = basis(data, fs.maxBasis)
 		}
 		if crlf {
-			stored = toCRLF(lf)
+			stored = eol.ToCRLF(lf)
 		}
 	}
 	spec.data = stored

@@ -81,7 +81,7 @@ func TestWrite_Guards(t *testing.T) {
 		fs, root := newTestFS(t, Options{})
 		put(t, root, "f.txt", "old")
 		tg := target(t, fs, "f.txt")
-		v := version(t, fs, tg)
+		v := versionOf(t, fs, tg)
 		put(t, root, "f.txt", "changed out of band")
 		_, err := fs.WriteText(ctx, tg, "new", &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: v})
 		requireCode(t, err, provider.CodeStaleVersion)
@@ -91,10 +91,10 @@ func TestWrite_Guards(t *testing.T) {
 		fs, root := newTestFS(t, Options{})
 		put(t, root, "f.txt", "old")
 		tg := target(t, fs, "f.txt")
-		out, err := fs.WriteText(ctx, tg, "new", &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: version(t, fs, tg)})
+		out, err := fs.WriteText(ctx, tg, "new", &provider.WriteIntent{Kind: provider.ReplaceIfVersion, Version: versionOf(t, fs, tg)})
 		require.NoError(t, err)
 		assert.Equal(t, "new", get(t, root, "f.txt"))
-		assert.Equal(t, version(t, fs, tg), out.Version, "the returned version equals a fresh stat")
+		assert.Equal(t, versionOf(t, fs, tg), out.Version, "the returned version equals a fresh stat")
 	})
 	t.Run("unknown intent", func(t *testing.T) {
 		fs, _ := newTestFS(t, Options{})
@@ -230,7 +230,7 @@ func TestVersion_NamesBytesEvenWithinOneTick(t *testing.T) {
 		prev, dup := seen[out.Version]
 		require.False(t, dup, "write %d repeated the version of write %d", i, prev)
 		seen[out.Version] = i
-		assert.Equal(t, version(t, fs, tg), out.Version, "post-write version equals a fresh stat")
+		assert.Equal(t, versionOf(t, fs, tg), out.Version, "post-write version equals a fresh stat")
 	}
 	// Writing bytes the file already had gives the version it had.
 	again, err := fs.WriteText(ctx, tg, "same-size-07", nil)
@@ -243,13 +243,13 @@ func TestVersion_OutOfBandChange(t *testing.T) {
 	fs, root := newTestFS(t, Options{})
 	put(t, root, "f.txt", "one")
 	tg := target(t, fs, "f.txt")
-	v1 := version(t, fs, tg)
-	assert.Equal(t, v1, version(t, fs, tg), "an unchanged file keeps its version")
+	v1 := versionOf(t, fs, tg)
+	assert.Equal(t, v1, versionOf(t, fs, tg), "an unchanged file keeps its version")
 	assert.Regexp(t, `^c1-[0-9a-f]{64}$`, string(v1))
 
 	// In-place write of another size.
 	require.NoError(t, os.WriteFile(filepath.Join(root, "f.txt"), []byte("three"), 0o644))
-	v2 := version(t, fs, tg)
+	v2 := versionOf(t, fs, tg)
 	assert.NotEqual(t, v1, v2)
 
 	// Same size, and the times put back to what they were: the bytes count.
@@ -258,94 +258,18 @@ func TestVersion_OutOfBandChange(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "f.txt"), []byte("THREE"), 0o644))
 	ts := []unix.Timespec{st.Atim, st.Mtim}
 	require.NoError(t, unix.UtimesNano(filepath.Join(root, "f.txt"), ts))
-	v3 := version(t, fs, tg)
+	v3 := versionOf(t, fs, tg)
 	assert.NotEqual(t, v2, v3)
 
 	// Metadata only: mode, times, a rewrite of identical bytes through a new inode.
 	require.NoError(t, os.Chmod(filepath.Join(root, "f.txt"), 0o600))
-	assert.Equal(t, v3, version(t, fs, tg), "chmod")
+	assert.Equal(t, v3, versionOf(t, fs, tg), "chmod")
 	now := time.Now()
 	require.NoError(t, os.Chtimes(filepath.Join(root, "f.txt"), now, now))
-	assert.Equal(t, v3, version(t, fs, tg), "touch")
+	assert.Equal(t, v3, versionOf(t, fs, tg), "touch")
 	put(t, root, "f.tmp", "THREE")
 	require.NoError(t, os.Rename(filepath.Join(root, "f.tmp"), filepath.Join(root, "f.txt")))
-	assert.Equal(t, v3, version(t, fs, tg), "identical bytes renamed over")
-}
-
-func TestVersioner_CacheTrustsOnlyStatsThatCannotLie(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	require.NoError(t, os.WriteFile(p, []byte("alpha"), 0o644))
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	fd := int(f.Fd())
-
-	cache := provider.NewMemoryDigests()
-	v := NewVersioner(cache)
-	var st unix.Stat_t
-	require.NoError(t, unix.Fstat(fd, &st))
-
-	// Hashed right after the change: racy, so not trusted.
-	clock := time.Unix(0, max(st.Mtim.Nano(), st.Ctim.Nano()))
-	v.now = func() time.Time { return clock }
-	ver, _, err := v.Fresh(fd)
-	require.NoError(t, err)
-	assert.Equal(t, VersionOfBytes([]byte("alpha")), ver)
-	_, ok := v.Cached(&st)
-	assert.False(t, ok, "a digest taken within the racy window is not trusted")
-
-	// Hashed well after the change: trusted while the stat is the same.
-	clock = clock.Add(time.Second)
-	_, _, err = v.Fresh(fd)
-	require.NoError(t, err)
-	cached, ok := v.Cached(&st)
-	require.True(t, ok)
-	assert.Equal(t, ver, cached)
-
-	// A store that keeps the stat (as a second store into a dirty mmap'd
-	// page does): the cache lies, Fresh does not. Guards use Fresh only.
-	_, err = f.WriteAt([]byte("ALPHA"), 0)
-	require.NoError(t, err)
-	require.NoError(t, unix.UtimesNano(p, []unix.Timespec{st.Atim, st.Mtim}))
-	var now unix.Stat_t
-	require.NoError(t, unix.Fstat(fd, &now))
-	lie := now
-	lie.Ctim = st.Ctim // utimes moved ctime; pretend it did not, as mmap can
-	stale, ok := v.Cached(&lie)
-	if ok {
-		assert.Equal(t, ver, stale, "the cache can only answer what it hashed")
-	}
-	v.now = time.Now
-	fresh, _, err := v.Fresh(fd)
-	require.NoError(t, err)
-	assert.Equal(t, VersionOfBytes([]byte("ALPHA")), fresh)
-	_, ok = v.Cached(&now)
-	assert.False(t, ok, "a hash taken right after the change is racy again")
-}
-
-func TestVersioner_NonRegularFilesGetMetadataVersions(t *testing.T) {
-	dir := t.TempDir()
-	v := NewVersioner(nil)
-	var st unix.Stat_t
-	require.NoError(t, unix.Stat(dir, &st))
-	ver, ok := v.Cached(&st)
-	require.True(t, ok)
-	assert.Regexp(t, `^m1-[0-9a-f]{16}$`, string(ver))
-	require.NoError(t, os.Chmod(dir, 0o700))
-	require.NoError(t, unix.Stat(dir, &st))
-	ver2, _ := v.Cached(&st)
-	assert.Equal(t, ver, ver2, "a chmod does not change a directory's version")
-	require.NoError(t, os.Symlink("a", filepath.Join(dir, "l")))
-	var lst unix.Stat_t
-	require.NoError(t, unix.Lstat(filepath.Join(dir, "l"), &lst))
-	lv, _ := v.Cached(&lst)
-	require.NoError(t, os.Remove(filepath.Join(dir, "l")))
-	require.NoError(t, os.Symlink("b", filepath.Join(dir, "l")))
-	require.NoError(t, unix.Lstat(filepath.Join(dir, "l"), &lst))
-	lv2, _ := v.Cached(&lst)
-	assert.NotEqual(t, lv, lv2, "a replaced symbolic link has another version")
-	assert.Equal(t, provider.FileID{Dev: uint64(st.Dev), Ino: st.Ino}, FileIDOf(&st))
+	assert.Equal(t, v3, versionOf(t, fs, tg), "identical bytes renamed over")
 }
 
 func TestMutations_SandboxEscapesRefused(t *testing.T) {

@@ -1,9 +1,15 @@
-package local
+// Package version owns the version tokens of files on a POSIX file system:
+// "c1-" content versions (SHA-256 of the bytes), "m1-" metadata versions
+// for what has no bytes to hash, the storage identity of a stat, and the
+// Versioner with its stat-keyed digest cache. The local backend, the mount
+// and the branches all name versions through it.
+package version
 
 import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -14,7 +20,7 @@ import (
 	"github.com/dshmount/dshmount/provider"
 )
 
-// Version tokens of the local backend.
+// Version tokens.
 //
 // A regular file's version names its bytes: "c1-" followed by the hex
 // SHA-256 of the content. Equal bytes give an equal token wherever and
@@ -24,33 +30,33 @@ import (
 //
 // Everything that is not a readable regular file (a directory, a symbolic
 // link, a device, a file the daemon may not read) has no bytes to hash and
-// gets a metadata version, "m1-" and 16 hex digits (MetadataVersion).
+// gets a metadata version, "m1-" and 16 hex digits (OfMetadata).
 const (
-	contentVersionPrefix  = "c1-"
-	metadataVersionPrefix = "m1-"
+	contentPrefix  = "c1-"
+	metadataPrefix = "m1-"
 )
 
 // hashBufferSize is the read size used while hashing a file.
 const hashBufferSize = 256 << 10
 
-// VersionOfBytes is the content version of data.
-func VersionOfBytes(data []byte) provider.Version {
+// OfBytes is the content version of data.
+func OfBytes(data []byte) provider.Version {
 	sum := sha256.Sum256(data)
-	return versionOfSum(sum[:])
+	return OfSum(sum[:])
 }
 
-// versionOfSum is the content version of bytes whose SHA-256 is sum.
-func versionOfSum(sum []byte) provider.Version {
-	return provider.Version(contentVersionPrefix + hex.EncodeToString(sum))
+// OfSum is the content version of bytes whose SHA-256 is sum.
+func OfSum(sum []byte) provider.Version {
+	return provider.Version(contentPrefix + hex.EncodeToString(sum))
 }
 
-// MetadataVersion is the version of a stat without bytes the daemon can
+// OfMetadata is the version of a stat without bytes the daemon can
 // hash. A regular file it may not read gets a 64-bit FNV-1a of dev, ino,
 // size, mtime and ctime (any write moves them); anything else (a directory,
 // a symbolic link, a device, a pipe) gets one of dev, ino, type, rdev and
 // size (and a symbolic link's ctime): its identity, which a chmod, chown or
 // touch does not change.
-func MetadataVersion(st *unix.Stat_t) provider.Version {
+func OfMetadata(st *unix.Stat_t) provider.Version {
 	fields := []uint64{uint64(st.Dev), st.Ino, uint64(st.Size)}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
@@ -68,7 +74,7 @@ func MetadataVersion(st *unix.Stat_t) provider.Version {
 	}
 	h := fnv.New64a()
 	h.Write(buf)
-	return provider.Version(fmt.Sprintf("%s%016x", metadataVersionPrefix, h.Sum64()))
+	return provider.Version(fmt.Sprintf("%s%016x", metadataPrefix, h.Sum64()))
 }
 
 // FileIDOf returns the storage identity (device, inode) of st.
@@ -99,9 +105,9 @@ const (
 	racyWindowCoarse = 2 * time.Second
 )
 
-// hashAttempts bounds the rehashes of a file that keeps changing while it
+// HashAttempts bounds the rehashes of a file that keeps changing while it
 // is read.
-const hashAttempts = 3
+const HashAttempts = 3
 
 // Versioner computes content versions and keeps the stat-keyed digest
 // cache. The decision path of a guard always calls Fresh (the bytes on disk
@@ -127,7 +133,7 @@ func NewVersioner(cache provider.DigestCache) *Versioner {
 // bytes to hash always have one (their metadata version).
 func (v *Versioner) Cached(st *unix.Stat_t) (provider.Version, bool) {
 	if !isRegular(st) {
-		return MetadataVersion(st), true
+		return OfMetadata(st), true
 	}
 	d, ok := v.cache.Digest(FileIDOf(st))
 	if !ok || d.Key != StatKeyOf(st) || !trusted(d, st) {
@@ -159,7 +165,7 @@ func (v *Versioner) Of(fd int, st *unix.Stat_t) (provider.Version, error) {
 // Fresh hashes the bytes of the open file fd now, whatever the cache says,
 // and remembers the result. It also returns the stat the version belongs
 // to. A file whose stat moved while it was read is read again (at most
-// hashAttempts times); the last result is returned without being cached.
+// HashAttempts times); the last result is returned without being cached.
 // A descriptor that is not a regular file gets its metadata version.
 func (v *Versioner) Fresh(fd int) (provider.Version, unix.Stat_t, error) {
 	var before, after unix.Stat_t
@@ -167,7 +173,7 @@ func (v *Versioner) Fresh(fd int) (provider.Version, unix.Stat_t, error) {
 		return "", before, fmt.Errorf("fstat: %w", err)
 	}
 	if !isRegular(&before) {
-		return MetadataVersion(&before), before, nil
+		return OfMetadata(&before), before, nil
 	}
 	for attempt := 1; ; attempt++ {
 		start := v.now()
@@ -182,7 +188,7 @@ func (v *Versioner) Fresh(fd int) (provider.Version, unix.Stat_t, error) {
 			v.remember(&after, provider.CachedDigest{Key: StatKeyOf(&after), Version: ver, HashedAtNs: start.UnixNano()})
 			return ver, after, nil
 		}
-		if attempt == hashAttempts {
+		if attempt == HashAttempts {
 			return ver, after, nil
 		}
 		before = after
@@ -192,9 +198,19 @@ func (v *Versioner) Fresh(fd int) (provider.Version, unix.Stat_t, error) {
 // Remember records that the file with stat st holds data's bytes, as a
 // publication knows without reading them back. It returns their version.
 func (v *Versioner) Remember(st *unix.Stat_t, data []byte, at time.Time) provider.Version {
-	ver := VersionOfBytes(data)
+	ver := OfBytes(data)
 	v.remember(st, provider.CachedDigest{Key: StatKeyOf(st), Version: ver, HashedAtNs: at.UnixNano()})
 	return ver
+}
+
+// Now is the Versioner's clock: a hash taken at Now and remembered with
+// RememberVersion is trusted once the racy window has passed.
+func (v *Versioner) Now() time.Time { return v.now() }
+
+// RememberVersion records that the file with stat st held the bytes of
+// version ver when they were read at at (a read that hashed them itself).
+func (v *Versioner) RememberVersion(st *unix.Stat_t, ver provider.Version, at time.Time) {
+	v.remember(st, provider.CachedDigest{Key: StatKeyOf(st), Version: ver, HashedAtNs: at.UnixNano()})
 }
 
 // remember stores d for the file with stat st, unless the racy-clean rule
@@ -224,49 +240,24 @@ func (v *Versioner) hash(fd int) (provider.Version, error) {
 		h.Write(buf[:n])
 		off += int64(n)
 	}
-	return provider.Version(contentVersionPrefix + hex.EncodeToString(h.Sum(nil))), nil
+	return provider.Version(contentPrefix + hex.EncodeToString(h.Sum(nil))), nil
 }
 
-// typeOf classifies a mode for Info and DirEntry.
-func typeOf(mode uint32) provider.FileType {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return provider.TypeFile
-	case unix.S_IFDIR:
-		return provider.TypeDirectory
+// retryEINTR0 runs call until it fails with something other than EINTR.
+func retryEINTR0(call func() error) error {
+	for {
+		if err := call(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
 	}
-	return provider.TypeOther
 }
 
-// pathTypeOf classifies a mode for PathInfo, which also knows symlinks.
-func pathTypeOf(mode uint32) provider.FileType {
-	if mode&unix.S_IFMT == unix.S_IFLNK {
-		return provider.TypeSymlink
+// retryEINTR is retryEINTR0 for calls with a result.
+func retryEINTR[T any](call func() (T, error)) (T, error) {
+	for {
+		v, err := call()
+		if !errors.Is(err, unix.EINTR) {
+			return v, err
+		}
 	}
-	return typeOf(mode)
-}
-
-// kindOf names a mode for messages.
-func kindOf(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	case unix.S_IFIFO:
-		return "named pipe"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "device"
-	}
-	return "regular file"
-}
-
-// sizeOf is the size reported for st: the byte size of regular files only.
-func sizeOf(st *unix.Stat_t) int64 {
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		return st.Size
-	}
-	return 0
 }
