@@ -381,3 +381,14 @@ func typeExists(t *testing.T, dir, name string) bool {
 	}
 	return false
 }
+
+func TestDocs_OperationsNamesEveryServeFlag(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
+	require.NoError(t, err)
+	flags := flagDefLine.FindAllStringSubmatch(helpOf(t, "serve"), -1)
+	require.Greater(t, len(flags), 20)
+	for _, m := range flags {
+		named := regexp.MustCompile(`--` + m[1] + `([^A-Za-z0-9-]|$)`)
+		assert.True(t, named.Match(b), "docs/operations.md does not name serve --%s", m[1])
+	}
+}
