@@ -61,7 +61,7 @@ func (c storeConfig) url(stateDir string) string {
 
 // defaultBadgerDir is the Badger directory of a daemon without --store.
 func defaultBadgerDir(stateDir string) string {
-	return filepath.Join(stateDir, "db", "db")
+	return filepath.Join(stateDir, "db")
 }
 
 // etcdBase is the etcd engine's configuration apart from what the URL
@@ -141,6 +141,11 @@ func openPolicyStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (*p
 	reg, err := cfg.Store.registry(opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Store.URL == "" {
+		if err := migrateStoreLayout(cfg.StateDir, nil); err != nil {
+			return nil, fmt.Errorf("policy store: %w", err)
+		}
 	}
 	url := cfg.Store.url(cfg.StateDir)
 	engine, err := reg.Open(ctx, url)
