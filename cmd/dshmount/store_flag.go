@@ -15,6 +15,7 @@ import (
 	"github.com/dshmount/dshmount/policy/kv"
 	"github.com/dshmount/dshmount/policy/kv/badgerkv"
 	"github.com/dshmount/dshmount/policy/kv/etcdkv"
+	"github.com/dshmount/dshmount/policy/localstore"
 )
 
 // storeConfig is where the daemon keeps its policy records: a store URL
@@ -104,16 +105,7 @@ func (c storeConfig) registry(opts policy.Options) (*kv.Registry, error) {
 		return nil, err
 	}
 	var r kv.Registry
-	badgerkv.Register(&r, badgerkv.Config{
-		MemTableSize:     opts.MemTableSize,
-		NumMemtables:     opts.NumMemtables,
-		BlockCacheSize:   opts.BlockCacheSize,
-		IndexCacheSize:   opts.IndexCacheSize,
-		BaseTableSize:    opts.BaseTableSize,
-		NumCompactors:    opts.NumCompactors,
-		ValueLogFileSize: opts.ValueLogFileSize,
-		Logger:           opts.Logger,
-	})
+	badgerkv.Register(&r, localstore.BadgerConfig(opts))
 	etcdkv.Register(&r, base)
 	return &r, nil
 }
@@ -157,7 +149,7 @@ func openPolicyStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (*p
 	case err != nil:
 		return nil, fmt.Errorf("policy store: %w", err)
 	}
-	store, err := policy.OpenEngine(engine, url, opts)
+	store, err := policy.Open(engine, url, opts)
 	if err != nil {
 		return nil, fmt.Errorf("policy store %s: %w", url, err)
 	}

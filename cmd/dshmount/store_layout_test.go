@@ -14,6 +14,7 @@ import (
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/kv"
 	"github.com/dshmount/dshmount/policy/kv/badgerkv"
+	"github.com/dshmount/dshmount/policy/localstore"
 )
 
 // oldLayoutState makes a state directory with a Badger store at
@@ -23,12 +24,12 @@ func oldLayoutState(t *testing.T) (string, policy.SessionID) {
 	t.Helper()
 	state := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := policy.Open(filepath.Join(state, "db"), policy.DefaultOptions().WithLogger(quiet))
+	store, err := localstore.Open(filepath.Join(state, "db"), policy.DefaultOptions().WithLogger(quiet))
 	require.NoError(t, err)
 	sess, err := store.OpenSession("before-migration")
 	require.NoError(t, err)
 	require.NoError(t, store.Close())
-	require.DirExists(t, filepath.Join(state, "db", "db"), "policy.Open(<state>/db) is the old layout")
+	require.DirExists(t, filepath.Join(state, "db", "db"), "localstore.Open(<state>/db) is the old layout")
 	return state, sess.ID
 }
 
