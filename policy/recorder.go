@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/dshmount/dshmount/policy/kv"
 )
@@ -24,6 +25,15 @@ type recorder interface {
 	del(key []byte) error
 	// markClean records a clean shutdown, before the final sync.
 	markClean(ctx context.Context) error
+	// markChangesLost is MarkChangesLost.
+	markChangesLost()
+	// changeSeq is the seq of the newest change the store knows of.
+	changeSeq() uint64
+	// appendAudit stores the audit entry e (stored: as the engine keeps
+	// it) and returns its seq.
+	appendAudit(e, stored AuditEntry) (uint64, error)
+	// bindingPrefix is where this daemon's bindings live.
+	bindingPrefix() string
 }
 
 // newRecorder is the recorder for s's engine.
@@ -66,3 +76,32 @@ func (r sharedRecorder) del(key []byte) error { return r.s.writeThrough(kv.Delet
 // markClean does nothing: a shared store has no clean-shutdown marker (other
 // daemons go on using it).
 func (sharedRecorder) markClean(context.Context) error { return nil }
+
+func (r localRecorder) markChangesLost()  { r.s.markLocalChangesLost() }
+func (r localRecorder) changeSeq() uint64 { return r.s.LastSeq() }
+func (r localRecorder) appendAudit(e, stored AuditEntry) (uint64, error) {
+	return r.s.appendLocalAudit(e, stored)
+}
+func (localRecorder) bindingPrefix() string { return prefixBinding }
+
+func (r sharedRecorder) markChangesLost()  { r.s.markSharedChangesLost() }
+func (r sharedRecorder) changeSeq() uint64 { return r.s.sharedSeq.Load() }
+
+// appendAudit appends to the shared log; subscribers get the entry from the
+// engine's watch, in seq order with every other daemon's entries (see
+// shared_feed.go).
+func (r sharedRecorder) appendAudit(e, stored AuditEntry) (uint64, error) {
+	s := r.s
+	stored.Daemon = s.owner
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	seq, err := s.appendShared(stored)
+	if err != nil {
+		return 0, fmt.Errorf("append audit entry for %s: %w", e.Path, err)
+	}
+	return seq, nil
+}
+
+// bindingPrefix: pids and cgroups name processes of one host only, so each
+// host keeps its bindings apart.
+func (r sharedRecorder) bindingPrefix() string { return prefixBinding + r.s.opts.Host + "/" }
