@@ -3,8 +3,10 @@ package policy
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/dshmount/dshmount/policy/kv"
+	"github.com/dshmount/dshmount/provider"
 )
 
 // recorder is how the store keeps its records on its engine, chosen once
@@ -34,6 +36,10 @@ type recorder interface {
 	appendAudit(e, stored AuditEntry) (uint64, error)
 	// bindingPrefix is where this daemon's bindings live.
 	bindingPrefix() string
+	// recordMutation records e's mutation m (its resulting observation,
+	// versions and audit entry); a failure is logged, never returned: the
+	// mutation already happened.
+	recordMutation(e *Engine, m mutation, result provider.Target, after provider.Version, now time.Time, entry AuditEntry)
 }
 
 // newRecorder is the recorder for s's engine.
@@ -105,3 +111,11 @@ func (r sharedRecorder) appendAudit(e, stored AuditEntry) (uint64, error) {
 // bindingPrefix: pids and cgroups name processes of one host only, so each
 // host keeps its bindings apart.
 func (r sharedRecorder) bindingPrefix() string { return prefixBinding + r.s.opts.Host + "/" }
+
+func (localRecorder) recordMutation(e *Engine, m mutation, result provider.Target, after provider.Version, now time.Time, entry AuditEntry) {
+	e.recordLocal(m, result, after, now, entry)
+}
+
+func (r sharedRecorder) recordMutation(e *Engine, m mutation, result provider.Target, after provider.Version, _ time.Time, entry AuditEntry) {
+	e.logRecordErr(r.s.commitShared(m, result, after, entry), "record the mutation", result)
+}
