@@ -11,6 +11,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -26,7 +27,7 @@ func Example() {
 	_ = os.WriteFile(filepath.Join(workspace, "hello.txt"), []byte("hello, world\n"), 0o644)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := policy.Open(filepath.Join(tmp, "state"), policy.DefaultOptions().WithLogger(quiet))
+	store, err := localstore.Open(filepath.Join(tmp, "state"), policy.DefaultOptions().WithLogger(quiet))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -72,7 +73,7 @@ type testEnv struct {
 // newTestEnv starts a server; cfg tweaks the Config before NewServer.
 func newTestEnv(tb testing.TB, tweak ...func(*Config)) *testEnv {
 	tb.Helper()
-	store, err := policy.Open(tb.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
+	store, err := localstore.Open(tb.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
 	require.NoError(tb, err)
 	return newTestEnvOn(tb, tb.TempDir(), store, tweak...)
 }

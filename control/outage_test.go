@@ -24,7 +24,7 @@ func etcdEnv(t *testing.T) (*testEnv, *etcdtest.Server) {
 	root := t.TempDir()
 	db, err := etcdkv.Open(context.Background(), etcdkv.Config{Endpoints: []string{srv.Endpoint()}, Prefix: "/ctl/"})
 	require.NoError(t, err)
-	store, err := policy.OpenEngine(db, "etcd", policy.DefaultOptions().WithLogger(quietLogger()).WithWorkspaceRoot(root))
+	store, err := policy.Open(db, "etcd", policy.DefaultOptions().WithLogger(quietLogger()).WithWorkspaceRoot(root))
 	require.NoError(t, err)
 	return newTestEnvOn(t, root, store), srv
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -99,7 +100,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if testing.Verbose() {
 		quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	store, err := policy.Open(filepath.Join(dir, "state"), policy.DefaultOptions().WithLogger(quiet))
+	store, err := localstore.Open(filepath.Join(dir, "state"), policy.DefaultOptions().WithLogger(quiet))
 	require.NoError(t, err)
 	e.store = store
 	e.lfs, err = local.New(e.src, local.Options{Digests: store, Aliases: []string{e.mnt}})

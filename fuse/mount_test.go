@@ -21,6 +21,7 @@ import (
 	"github.com/dshmount/dshmount/internal/proctest"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -63,7 +64,7 @@ func TestMain(m *testing.M) {
 // runChildMount mounts and blocks; spec is "DIR" holding src/ and mnt/.
 func runChildMount(dir string) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := policy.Open(filepath.Join(dir, "state"), policy.DefaultOptions().WithLogger(quiet))
+	store, err := localstore.Open(filepath.Join(dir, "state"), policy.DefaultOptions().WithLogger(quiet))
 	if err != nil {
 		return err
 	}

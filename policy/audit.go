@@ -144,12 +144,7 @@ func (s *Store) AppendAudit(e AuditEntry) error {
 }
 
 // changeSeq is the seq of the newest change this store knows of.
-func (s *Store) changeSeq() uint64 {
-	if s.shared {
-		return s.sharedSeq.Load()
-	}
-	return s.LastSeq()
-}
+func (s *Store) changeSeq() uint64 { return s.rec.changeSeq() }
 
 // appendAudit is AppendAudit, returning the entry's seq.
 func (s *Store) appendAudit(e AuditEntry) (uint64, error) {
@@ -161,18 +156,12 @@ func (s *Store) appendAudit(e AuditEntry) (uint64, error) {
 	}
 	stored := e
 	stored.Key = s.storedKey(e.Key)
-	if s.shared {
-		// Subscribers get it from the engine's watch, in seq order with
-		// every other daemon's entries (see shared_feed.go).
-		stored.Daemon = s.owner
-		s.seqMu.Lock()
-		defer s.seqMu.Unlock()
-		seq, err := s.appendShared(stored)
-		if err != nil {
-			return 0, fmt.Errorf("append audit entry for %s: %w", e.Path, err)
-		}
-		return seq, nil
-	}
+	return s.rec.appendAudit(e, stored)
+}
+
+// appendLocalAudit is appendAudit on a local store: the entry (e, and
+// stored as the engine keeps it) is buffered and published to the feed.
+func (s *Store) appendLocalAudit(e, stored AuditEntry) (uint64, error) {
 	// The seq is assigned and the entry published under the feed's lock,
 	// so subscribers see entries in seq order.
 	s.feed.mu.Lock()

@@ -60,7 +60,7 @@ func BenchmarkDecideAndRecord(b *testing.B) {
 func BenchmarkOpenMemory(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		before := vmRSS(b)
-		s, err := Open(b.TempDir(), quietOptions())
+		s, err := openDir(b.TempDir(), quietOptions())
 		require.NoError(b, err)
 		opened := vmRSS(b)
 		sess, err := s.OpenSession("mem")

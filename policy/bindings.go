@@ -40,12 +40,7 @@ func (s *Store) bindingKey(rec BindingRecord) []byte {
 
 // bindingPrefix is where this daemon's bindings live: pids and cgroups
 // name processes of one host only.
-func (s *Store) bindingPrefix() string {
-	if s.shared {
-		return prefixBinding + s.opts.Host + "/"
-	}
-	return prefixBinding
-}
+func (s *Store) bindingPrefix() string { return s.rec.bindingPrefix() }
 
 // PutBinding stores rec durably (written and synced before it returns): a
 // daemon killed right after a bind must still know the binding when it

@@ -47,11 +47,7 @@ func (e *Engine) commit(ctx context.Context, m mutation) error {
 	if m.to != nil {
 		entry.To = m.to.DisplayPath
 	}
-	if s.shared {
-		e.logRecordErr(s.commitShared(m, result, after, entry), "record the mutation", result)
-	} else {
-		e.recordLocal(m, result, after, now, entry)
-	}
+	s.rec.recordMutation(e, m, result, after, now, entry)
 	if m.actor.Channel != ChannelExternal {
 		e.own.commit(m)
 	}

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 //	digest <ino> <n>      RememberDigest stored digestFor(FileID{1, ino}, n)
 //	flushed <i>           every observation and audit entry up to i is in Badger
 func crashHelper(dir string) int {
-	s, err := Open(dir, quietOptions().WithLeaseBandwidth(100))
+	s, err := openDir(dir, quietOptions().WithLeaseBandwidth(100))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -97,12 +97,11 @@ func (s *Store) LastSeq() uint64 {
 // MarkChangesLost says some changes were never recorded (the watcher
 // overflowed): every subscriber gets a Lost item, and a since before now
 // is FS_CHANGES_LOST.
-func (s *Store) MarkChangesLost() {
+func (s *Store) MarkChangesLost() { s.rec.markChangesLost() }
+
+// markLocalChangesLost is MarkChangesLost on a local store.
+func (s *Store) markLocalChangesLost() {
 	f := s.feed
-	if s.shared {
-		s.markSharedChangesLost()
-		return
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.base = s.auditSeq.next()

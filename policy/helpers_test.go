@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/patch"
+	"github.com/dshmount/dshmount/policy/kv/badgerkv"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -19,11 +21,26 @@ func quietOptions() Options {
 	return DefaultOptions().WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
+// openDir opens a store on Badger under dir/db (what localstore.Open does,
+// which policy's own tests cannot import).
+func openDir(dir string, opts Options) (*Store, error) {
+	o := opts.normalized()
+	db, err := badgerkv.Open(filepath.Join(dir, "db"), badgerkv.Config{
+		MemTableSize: o.MemTableSize, NumMemtables: o.NumMemtables, BlockCacheSize: o.BlockCacheSize,
+		IndexCacheSize: o.IndexCacheSize, BaseTableSize: o.BaseTableSize, NumCompactors: o.NumCompactors,
+		ValueLogFileSize: o.ValueLogFileSize, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open policy store in %s: %w", dir, err)
+	}
+	return Open(db, dir, opts)
+}
+
 // openStore opens a store in dir and closes it when the test ends (a second
 // Close is harmless).
 func openStore(t testing.TB, dir string, opts Options) *Store {
 	t.Helper()
-	s, err := Open(dir, opts)
+	s, err := openDir(dir, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s

@@ -181,6 +181,9 @@ func (o Options) WithLogger(v *slog.Logger) Options { o.Logger = v; return o }
 func (o Options) WithNow(v func() time.Time) Options { o.Now = v; return o }
 
 // normalized fills zero fields with defaults.
+// Normalized is o with every unset field at its default.
+func (o Options) Normalized() Options { return o.normalized() }
+
 func (o Options) normalized() Options {
 	d := DefaultOptions()
 	if o.MemTableSize <= 0 {

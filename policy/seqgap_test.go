@@ -14,11 +14,11 @@ import (
 func TestSequence_ARestartSkipsTheRestOfTheReservation(t *testing.T) {
 	dir := t.TempDir()
 	require.Equal(t, uint64(10000), DefaultOptions().LeaseBandwidth, "the README's number")
-	s, err := Open(dir, quietOptions())
+	s, err := openDir(dir, quietOptions())
 	require.NoError(t, err)
 	before := s.LastSeq()
 	require.NoError(t, s.Close())
-	s, err = Open(dir, quietOptions())
+	s, err = openDir(dir, quietOptions())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	after := s.LastSeq()

@@ -38,7 +38,7 @@ func openEtcdEngine(t testing.TB, srv *etcdtest.Server) *etcdkv.Engine {
 // openShared opens a store on srv (one daemon of several).
 func openShared(t testing.TB, srv *etcdtest.Server, opts Options) *Store {
 	t.Helper()
-	s, err := OpenEngine(openEtcdEngine(t, srv), "etcd", opts)
+	s, err := Open(openEtcdEngine(t, srv), "etcd", opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s

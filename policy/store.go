@@ -5,20 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dshmount/dshmount/policy/kv"
-	"github.com/dshmount/dshmount/policy/kv/badgerkv"
 )
 
 // Errors of the store.
 var (
-	// ErrStateLocked: another daemon holds the state directory.
-	ErrStateLocked = errors.New("state directory is locked")
+	// ErrStateLocked: another daemon holds the state directory. It is
+	// kv.ErrLocked.
+	ErrStateLocked = kv.ErrLocked
 	// ErrUnknownSession: the session was never opened, or was closed.
 	ErrUnknownSession = errors.New("unknown session")
 	// ErrObserverFailed: the mutation succeeded but an observer failed.
@@ -37,8 +35,9 @@ var (
 // guards stricter (see Open).
 type Store struct {
 	db     kv.Engine
-	shared bool   // db.Shared(): write through, cache nothing another daemon changes
-	owner  string // this daemon's name in claims (host, pid, random)
+	shared bool     // db.Shared(): write through, cache nothing another daemon changes
+	rec    recorder // chosen once from db.Shared()
+	owner  string   // this daemon's name in claims (host, pid, random)
 	dir    string
 	opts   Options
 	log    *slog.Logger
@@ -65,44 +64,16 @@ type Store struct {
 	background sync.WaitGroup
 }
 
-// Open opens (creating if needed) the store under stateDir/db. A second
-// opener of the same directory, in this process or another, fails with an
-// error wrapping ErrStateLocked.
+// Open opens the store on an engine it then owns (Close closes it); name
+// says where the records are, for messages. The engine's Shared decides, once,
+// whether records are cached and buffered (a local engine) or written
+// through (a shared one).
 //
 // Versions name bytes, so a token issued before a crash stays valid
 // exactly as long as the file holds the same bytes; a record lost in a
 // crash (an observation, a session's latest version) can only make a guard
 // stricter.
-func Open(stateDir string, opts Options) (*Store, error) {
-	opts = opts.normalized()
-	dir := filepath.Join(stateDir, "db")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory %s: %w", dir, err)
-	}
-	db, err := badgerkv.Open(dir, badgerkv.Config{
-		MemTableSize:     opts.MemTableSize,
-		NumMemtables:     opts.NumMemtables,
-		BlockCacheSize:   opts.BlockCacheSize,
-		IndexCacheSize:   opts.IndexCacheSize,
-		BaseTableSize:    opts.BaseTableSize,
-		NumCompactors:    opts.NumCompactors,
-		ValueLogFileSize: opts.ValueLogFileSize,
-		Logger:           opts.Logger,
-	})
-	if err != nil {
-		if errors.Is(err, badgerkv.ErrLocked) {
-			return nil, fmt.Errorf("another dshmount daemon is using state directory %s; stop it or pass a different --state: %w: %w",
-				stateDir, ErrStateLocked, err)
-		}
-		return nil, fmt.Errorf("open policy store in %s: %w", dir, err)
-	}
-	return OpenEngine(db, stateDir, opts)
-}
-
-// OpenEngine opens the store on an engine it then owns (Close closes it);
-// name says where the records are, for messages. Open is OpenEngine on a
-// Badger engine in the state directory.
-func OpenEngine(db kv.Engine, name string, opts Options) (*Store, error) {
+func Open(db kv.Engine, name string, opts Options) (*Store, error) {
 	opts = opts.normalized()
 	s := &Store{
 		db:       db,
@@ -114,6 +85,7 @@ func OpenEngine(db kv.Engine, name string, opts Options) (*Store, error) {
 		sessions: make(map[SessionID]*sessionState),
 		stop:     make(chan struct{}),
 	}
+	s.rec = newRecorder(s)
 	s.digests.init(opts.CacheEntries)
 	if err := s.start(); err != nil {
 		_ = db.Close()
@@ -130,9 +102,12 @@ func OpenEngine(db kv.Engine, name string, opts Options) (*Store, error) {
 
 // start loads the meta records and sessions and applies the crash rule.
 func (s *Store) start() error {
-	if s.shared {
-		return s.startShared()
-	}
+	return s.rec.start()
+}
+
+// startLocal is start on a local engine: the audit sequence's leases, the
+// clean-shutdown marker, the sessions.
+func (s *Store) startLocal() error {
 	var err error
 	if s.auditSeq, err = openSequence(s.db, keyLeaseAudit, s.opts.LeaseBandwidth); err != nil {
 		return err
@@ -178,8 +153,8 @@ func (s *Store) Close() error {
 			err = s.failure()
 		}
 		ctx := context.Background()
-		if err == nil && !s.shared {
-			err = s.db.Write(ctx, []kv.Op{kv.Put([]byte(keyClean), []byte{1})})
+		if err == nil {
+			err = s.rec.markClean(ctx)
 		}
 		if err == nil {
 			err = s.db.Sync(ctx)
@@ -283,17 +258,22 @@ func (s *Store) janitor() {
 
 // lookup reads key through the write buffer, then the engine (caching the
 // answer).
-func (s *Store) lookup(key []byte) ([]byte, bool, error) {
-	if s.shared {
-		val, err := s.db.Get(context.Background(), key)
-		if errors.Is(err, kv.ErrNotFound) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, unavailable(err)
-		}
-		return val, true, nil
+func (s *Store) lookup(key []byte) ([]byte, bool, error) { return s.rec.lookup(key) }
+
+// lookupShared is lookup on a shared engine: straight from the engine.
+func (s *Store) lookupShared(key []byte) ([]byte, bool, error) {
+	val, err := s.db.Get(context.Background(), key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, false, nil
 	}
+	if err != nil {
+		return nil, false, unavailable(err)
+	}
+	return val, true, nil
+}
+
+// lookupLocal is lookup on a local engine: through the write buffer.
+func (s *Store) lookupLocal(key []byte) ([]byte, bool, error) {
 	cached, del, found, token := s.buf.get(key)
 	if found {
 		return cached, !del, nil
@@ -312,22 +292,10 @@ func (s *Store) lookup(key []byte) ([]byte, bool, error) {
 
 // put stores key=val: buffered (keep: stay cached once flushed), or on a
 // shared engine written through before it returns.
-func (s *Store) put(key, val []byte, keep bool) error {
-	if s.shared {
-		return s.writeThrough(kv.Put(key, val))
-	}
-	s.buf.put(key, val, keep)
-	return nil
-}
+func (s *Store) put(key, val []byte, keep bool) error { return s.rec.put(key, val, keep) }
 
 // del removes key, like put.
-func (s *Store) del(key []byte) error {
-	if s.shared {
-		return s.writeThrough(kv.Delete(key))
-	}
-	s.buf.del(key)
-	return nil
-}
+func (s *Store) del(key []byte) error { return s.rec.del(key) }
 
 func (s *Store) writeThrough(ops ...kv.Op) error {
 	if err := s.db.Write(context.Background(), ops); err != nil {

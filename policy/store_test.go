@@ -12,21 +12,6 @@ import (
 	"github.com/dshmount/dshmount/provider"
 )
 
-func TestOpen_SecondOpenerRefusedWithStateLocked(t *testing.T) {
-	dir := t.TempDir()
-	first := openStore(t, dir, quietOptions())
-
-	_, err := Open(dir, quietOptions())
-	require.ErrorIs(t, err, ErrStateLocked)
-	assert.Contains(t, err.Error(), "another dshmount daemon is using state directory "+dir)
-	assert.Contains(t, err.Error(), "stop it or pass a different --state")
-
-	require.NoError(t, first.Close())
-	again, err := Open(dir, quietOptions())
-	require.NoError(t, err, "the lock is released by Close")
-	require.NoError(t, again.Close())
-}
-
 func TestClose_IsIdempotentAndRefusesLaterUse(t *testing.T) {
 	s := openStore(t, t.TempDir(), quietOptions())
 	require.NoError(t, s.Close())

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -83,7 +84,7 @@ func newCLIEnv(t *testing.T, tweak ...func(*control.Config)) *cliEnv {
 	t.Setenv(envRunDir, t.TempDir())
 	root := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
+	store, err := localstore.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
 	require.NoError(t, err)
 	fs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(t, err)

@@ -276,10 +276,8 @@ Flags:
 	default:
 		return serveConfig{}, fmt.Errorf("--durability must be fsync or none, not %q", *durability)
 	}
-	if cfg.Store.URL != "" {
-		if _, err := cfg.Store.etcdConfig(); err != nil {
-			return serveConfig{}, err
-		}
+	if err := cfg.Store.check(); err != nil {
+		return serveConfig{}, err
 	}
 	if fs.NArg() != 2 {
 		fs.Usage()

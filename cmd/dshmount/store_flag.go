@@ -10,16 +10,20 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/kv"
+	"github.com/dshmount/dshmount/policy/kv/badgerkv"
 	"github.com/dshmount/dshmount/policy/kv/etcdkv"
+	"github.com/dshmount/dshmount/policy/localstore"
 )
 
-// storeConfig is where the daemon keeps its policy records: Badger in the
-// state directory (the default) or a shared etcd (--store etcd://…).
+// storeConfig is where the daemon keeps its policy records: a store URL
+// (--store; empty: Badger in the state directory) and the TLS files a
+// networked engine uses.
 type storeConfig struct {
-	// URL is the --store value: "" for Badger, etcd://HOST:PORT[,…]/PREFIX.
+	// URL is the --store value: "" for the default, badger:///ABS/PATH or
+	// etcd://HOST:PORT[,…][/PREFIX].
 	URL string
 	// CACert, Cert and Key are the TLS files for etcd (--store-cacert,
 	// --store-cert, --store-key).
@@ -28,7 +32,7 @@ type storeConfig struct {
 
 // defaultEtcdPrefix is the key prefix of --store etcd://HOST:PORT without a
 // path.
-const defaultEtcdPrefix = "/dshmount/"
+const defaultEtcdPrefix = etcdkv.DefaultPrefix
 
 // Environment variables with etcd's credentials (kept off the command line,
 // where ps shows them).
@@ -39,7 +43,8 @@ const (
 
 // addStoreFlags registers the store flags on fs.
 func addStoreFlags(fs *flag.FlagSet, c *storeConfig) {
-	fs.StringVar(&c.URL, "store", "", "where sessions, observations, claims and the audit log live: empty for Badger in the state directory; "+
+	fs.StringVar(&c.URL, "store", "", "where sessions, observations, claims and the audit log live, as a URL: "+
+		"empty for Badger in the state directory (<state>/db); badger:///ABS/PATH for Badger in another directory; "+
 		"etcd://HOST:PORT[,HOST:PORT…]/PREFIX for an etcd cluster that every daemon guarding this workspace shares "+
 		"(user and password from "+envEtcdUser+" and "+envEtcdPassword+"; see the README's \"several machines\")")
 	fs.StringVar(&c.CACert, "store-cacert", "", "etcd: CA certificate `FILE` to verify the servers (turns TLS on)")
@@ -47,27 +52,23 @@ func addStoreFlags(fs *flag.FlagSet, c *storeConfig) {
 	fs.StringVar(&c.Key, "store-key", "", "etcd: client key `FILE`")
 }
 
-// etcdConfig parses an etcd:// store URL and the TLS files into the etcd
-// engine's configuration.
-func (c storeConfig) etcdConfig() (etcdkv.Config, error) {
-	rest, ok := strings.CutPrefix(c.URL, "etcd://")
-	if !ok {
-		return etcdkv.Config{}, fmt.Errorf("--store %q: want etcd://HOST:PORT[,HOST:PORT…]/PREFIX (or nothing, for Badger)", c.URL)
+// url is the store URL: --store, or Badger under stateDir.
+func (c storeConfig) url(stateDir string) string {
+	if c.URL != "" {
+		return c.URL
 	}
-	hosts, prefix, _ := strings.Cut(rest, "/")
-	var eps []string
-	for h := range strings.SplitSeq(hosts, ",") {
-		if h == "" || !strings.Contains(h, ":") {
-			return etcdkv.Config{}, fmt.Errorf("--store %q: %q is not HOST:PORT", c.URL, h)
-		}
-		eps = append(eps, h)
-	}
-	prefix = "/" + strings.Trim(prefix, "/") + "/"
-	if prefix == "//" {
-		prefix = defaultEtcdPrefix
-	}
-	cfg := etcdkv.Config{Endpoints: eps, Prefix: prefix,
-		Username: os.Getenv(envEtcdUser), Password: os.Getenv(envEtcdPassword)}
+	return badgerkv.URL(defaultBadgerDir(stateDir))
+}
+
+// defaultBadgerDir is the Badger directory of a daemon without --store.
+func defaultBadgerDir(stateDir string) string {
+	return filepath.Join(stateDir, "db")
+}
+
+// etcdBase is the etcd engine's configuration apart from what the URL
+// names: credentials from the environment and the TLS files.
+func (c storeConfig) etcdBase() (etcdkv.Config, error) {
+	cfg := etcdkv.Config{Username: os.Getenv(envEtcdUser), Password: os.Getenv(envEtcdPassword)}
 	if (c.Cert == "") != (c.Key == "") {
 		return cfg, errors.New("--store-cert and --store-key go together")
 	}
@@ -96,32 +97,61 @@ func (c storeConfig) etcdConfig() (etcdkv.Config, error) {
 	return cfg, nil
 }
 
+// registry is the daemon's store registry: every engine it knows, sized and
+// credentialed by the configuration and opts.
+func (c storeConfig) registry(opts policy.Options) (*kv.Registry, error) {
+	base, err := c.etcdBase()
+	if err != nil {
+		return nil, err
+	}
+	var r kv.Registry
+	badgerkv.Register(&r, localstore.BadgerConfig(opts))
+	etcdkv.Register(&r, base)
+	return &r, nil
+}
+
+// check refuses a bad --store (URL or TLS files) before the daemon starts.
+func (c storeConfig) check() error {
+	r, err := c.registry(policy.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	if c.URL == "" {
+		return nil
+	}
+	if err := r.Check(c.URL); err != nil {
+		return fmt.Errorf("--store: %w", err)
+	}
+	return nil
+}
+
 // openPolicyStore opens the policy store the configuration names. Keys are
 // stored relative to the workspace (source), so daemons that see it under
 // different paths share its records.
 func openPolicyStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (*policy.Store, error) {
 	opts := policy.DefaultOptions().WithLogger(log.With("component", "policy")).WithWorkspaceRoot(cfg.Source)
-	if cfg.Store.URL == "" {
-		store, err := policy.Open(filepath.Join(cfg.StateDir, "db"), opts)
-		if err != nil {
-			if errors.Is(err, policy.ErrStateLocked) {
-				return nil, fmt.Errorf("%w: another dshmount daemon uses state directory %s; stop it or pass --state", err, cfg.StateDir)
-			}
-			return nil, fmt.Errorf("open state: %w", err)
-		}
-		return store, nil
-	}
-	ecfg, err := cfg.Store.etcdConfig()
+	reg, err := cfg.Store.registry(opts)
 	if err != nil {
 		return nil, err
 	}
-	engine, err := etcdkv.Open(ctx, ecfg)
-	if err != nil {
-		return nil, fmt.Errorf("policy store %s: %w; start etcd or fix --store", cfg.Store.URL, err)
+	if cfg.Store.URL == "" {
+		if err := migrateStoreLayout(cfg.StateDir, nil); err != nil {
+			return nil, fmt.Errorf("policy store: %w", err)
+		}
 	}
-	store, err := policy.OpenEngine(engine, cfg.Store.URL, opts)
+	url := cfg.Store.url(cfg.StateDir)
+	engine, err := reg.Open(ctx, url)
+	switch {
+	case errors.Is(err, kv.ErrLocked):
+		return nil, fmt.Errorf("%w: another dshmount daemon uses %s; stop it or pass another --state or --store", err, url)
+	case errors.Is(err, kv.ErrUnavailable):
+		return nil, fmt.Errorf("policy store: %w; start etcd or fix --store", err)
+	case err != nil:
+		return nil, fmt.Errorf("policy store: %w", err)
+	}
+	store, err := policy.Open(engine, url, opts)
 	if err != nil {
-		return nil, fmt.Errorf("policy store %s: %w", cfg.Store.URL, err)
+		return nil, fmt.Errorf("policy store %s: %w", url, err)
 	}
 	return store, nil
 }

@@ -6,11 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dshmount/dshmount/policy/kv"
+	"github.com/dshmount/dshmount/policy/kv/etcdkv"
 	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
 )
 
@@ -28,10 +31,15 @@ func TestStoreFlag_ParsesEtcdURL(t *testing.T) {
 		{"etcd://a:2379/", []string{"a:2379"}, defaultEtcdPrefix},
 	}
 	for _, c := range cases {
-		cfg, err := storeConfig{URL: c.url}.etcdConfig()
+		sc := storeConfig{URL: c.url}
+		require.NoError(t, sc.check(), c.url)
+		rest, _ := strings.CutPrefix(c.url, "etcd://")
+		eps, prefix, err := etcdkv.ParseURL(rest)
 		require.NoError(t, err, c.url)
-		assert.Equal(t, c.endpoints, cfg.Endpoints, c.url)
-		assert.Equal(t, c.prefix, cfg.Prefix, c.url)
+		assert.Equal(t, c.endpoints, eps, c.url)
+		assert.Equal(t, c.prefix, prefix, c.url)
+		cfg, err := sc.etcdBase()
+		require.NoError(t, err)
 		assert.Equal(t, "agent", cfg.Username)
 		assert.Equal(t, "secret", cfg.Password)
 		assert.Nil(t, cfg.TLS, "no TLS flag: plain")
@@ -47,7 +55,10 @@ func TestStoreFlag_RefusesBadValues(t *testing.T) {
 		c    storeConfig
 		want string
 	}{
-		{"scheme", storeConfig{URL: "http://a:2379/x"}, "want etcd://"},
+		{"scheme", storeConfig{URL: "http://a:2379/x"}, `unknown store scheme "http": want one of badger, etcd`},
+		{"not a URL", storeConfig{URL: "/var/db"}, "malformed store URL"},
+		{"badger relative", storeConfig{URL: "badger://var/db"}, "want badger:///ABSOLUTE/PATH"},
+		{"badger root", storeConfig{URL: "badger:///"}, "needs a directory"},
 		{"no port", storeConfig{URL: "etcd://a/x"}, "not HOST:PORT"},
 		{"empty host", storeConfig{URL: "etcd://a:1,/x"}, "not HOST:PORT"},
 		{"cert without key", storeConfig{URL: "etcd://a:1/x", Cert: junk}, "go together"},
@@ -56,7 +67,7 @@ func TestStoreFlag_RefusesBadValues(t *testing.T) {
 		{"bad pair", storeConfig{URL: "etcd://a:1/x", Cert: junk, Key: junk}, "--store-cert/--store-key"},
 	}
 	for _, c := range cases {
-		_, err := c.c.etcdConfig()
+		err := c.c.check()
 		require.Error(t, err, c.name)
 		assert.Contains(t, err.Error(), c.want, c.name)
 	}
@@ -87,4 +98,19 @@ func TestOpenPolicyStore_EtcdIsShared(t *testing.T) {
 	srv.Stop()
 	_, err = openPolicyStore(ctx, cfgA, log)
 	require.ErrorContains(t, err, "start etcd or fix --store")
+}
+
+func TestOpenPolicyStore_BadgerURLAndLock(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "records")
+	cfg := serveConfig{Source: "/ws", StateDir: t.TempDir(), Store: storeConfig{URL: "badger://" + dir}}
+	a, err := openPolicyStore(ctx, cfg, log)
+	require.NoError(t, err)
+	defer a.Close()
+	assert.DirExists(t, dir, "badger:///PATH puts the database at PATH")
+	cfg.StateDir = t.TempDir()
+	_, err = openPolicyStore(ctx, cfg, log)
+	require.ErrorIs(t, err, kv.ErrLocked, "a second daemon on one Badger directory is refused")
+	assert.ErrorContains(t, err, "another dshmount daemon uses badger://"+dir)
 }

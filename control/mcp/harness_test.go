@@ -20,6 +20,7 @@ import (
 	"github.com/dshmount/dshmount/control/mcp"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider/local"
 )
 
@@ -45,7 +46,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func startDaemon(t *testing.T) *testDaemon {
 	t.Helper()
 	root := t.TempDir()
-	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
+	store, err := localstore.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
 	require.NoError(t, err)
 	fs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(t, err)

@@ -60,6 +60,7 @@ func Table() map[string]int {
 		"internal/seen":             Rules,
 		"overlay/branch":            Composites,
 		"policy/procbind":           Composites,
+		"policy/localstore":         Composites,
 		"internal/watcher":          Composites,
 		"fuse":                      Transports,
 		"control":                   Transports,

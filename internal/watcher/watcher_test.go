@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -23,7 +24,7 @@ import (
 // failure is FS_CHANGES_LOST.
 func TestRecorder_AFailedWatcherEndsTheFeedsVouching(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
+	store, err := localstore.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	lfs, err := local.New(t.TempDir(), local.Options{Digests: store})
@@ -59,7 +60,7 @@ func TestRecorder_AFailedWatcherEndsTheFeedsVouching(t *testing.T) {
 // overflow drops the mounts' directory descriptors.
 func TestRecorder_RecordsWhatIsNotIgnored(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := policy.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
+	store, err := localstore.Open(t.TempDir(), policy.DefaultOptions().WithLogger(quiet))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	root := t.TempDir()

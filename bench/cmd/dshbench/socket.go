@@ -13,6 +13,7 @@ import (
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -289,7 +290,7 @@ func inProcessOps(dir string, noSync bool) (*engineOps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	store, err := policy.Open(state, policy.DefaultOptions())
+	store, err := localstore.Open(state, policy.DefaultOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

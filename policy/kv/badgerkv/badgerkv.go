@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -18,8 +20,45 @@ import (
 )
 
 // ErrLocked: another process (or another Open in this one) holds the
-// directory.
-var ErrLocked = errors.New("badger directory is locked")
+// directory. It is kv.ErrLocked.
+var ErrLocked = kv.ErrLocked
+
+// Scheme is the store URL scheme of Badger: badger:///ABS/PATH.
+const Scheme = "badger"
+
+// Register adds the badger:///ABS/PATH scheme to r; every engine it opens
+// is sized by c. The directory is created (0700) if missing.
+func Register(r *kv.Registry, c Config) {
+	r.Register(Scheme, func(_ context.Context, rest string) (kv.Engine, error) {
+		dir, err := DirFromURL(rest)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+		return Open(dir, c)
+	}, func(rest string) error { _, err := DirFromURL(rest); return err })
+}
+
+// DirFromURL is the directory of a badger URL's rest (what follows
+// "badger://"): an empty host and an absolute, clean path.
+func DirFromURL(rest string) (string, error) {
+	if !strings.HasPrefix(rest, "/") {
+		return "", fmt.Errorf("%w: want badger:///ABSOLUTE/PATH (three slashes, no host)", kv.ErrBadURL)
+	}
+	if strings.ContainsAny(rest, "?#") {
+		return "", fmt.Errorf("%w: badger:// takes a path only, no query or fragment", kv.ErrBadURL)
+	}
+	dir := filepath.Clean(rest)
+	if dir == "/" {
+		return "", fmt.Errorf("%w: badger:/// needs a directory, not /", kv.ErrBadURL)
+	}
+	return dir, nil
+}
+
+// URL is the store URL of the Badger database in dir (absolute).
+func URL(dir string) string { return Scheme + "://" + filepath.Clean(dir) }
 
 // DefaultMaxTxnOps bounds the conditions and the writes of one Txn, and the
 // writes of one chunk of Write.
@@ -85,7 +124,7 @@ func Open(dir string, c Config) (*Engine, error) {
 	db, err := badger.Open(o)
 	if err != nil {
 		if strings.Contains(err.Error(), "Another process is using this Badger database") {
-			return nil, fmt.Errorf("open %s: %w: %w", dir, ErrLocked, err)
+			return nil, fmt.Errorf("open %s: %w (another dshmount daemon?): %w", dir, ErrLocked, err)
 		}
 		return nil, fmt.Errorf("open badger in %s: %w", dir, err)
 	}

@@ -411,3 +411,41 @@ func (e *Engine) Close() error {
 	}
 	return nil
 }
+
+// Scheme is the store URL scheme of etcd:
+// etcd://HOST:PORT[,HOST:PORT…][/PREFIX].
+const Scheme = "etcd"
+
+// DefaultPrefix is the key prefix of a URL without a path.
+const DefaultPrefix = "/dshmount/"
+
+// Register adds the etcd://HOST:PORT[,HOST:PORT…][/PREFIX] scheme to r;
+// every engine it opens takes base's credentials, TLS and timeouts, with the
+// URL's endpoints and prefix.
+func Register(r *kv.Registry, base Config) {
+	r.Register(Scheme, func(ctx context.Context, rest string) (kv.Engine, error) {
+		c := base
+		var err error
+		if c.Endpoints, c.Prefix, err = ParseURL(rest); err != nil {
+			return nil, err
+		}
+		return Open(ctx, c)
+	}, func(rest string) error { _, _, err := ParseURL(rest); return err })
+}
+
+// ParseURL splits an etcd URL's rest (what follows "etcd://") into its
+// endpoints and its key prefix ("/P/", DefaultPrefix when there is no path).
+func ParseURL(rest string) (endpoints []string, prefix string, err error) {
+	hosts, prefix, _ := strings.Cut(rest, "/")
+	for h := range strings.SplitSeq(hosts, ",") {
+		if h == "" || !strings.Contains(h, ":") {
+			return nil, "", fmt.Errorf("%w: %q is not HOST:PORT; want etcd://HOST:PORT[,HOST:PORT…]/PREFIX", kv.ErrBadURL, h)
+		}
+		endpoints = append(endpoints, h)
+	}
+	prefix = "/" + strings.Trim(prefix, "/") + "/"
+	if prefix == "//" {
+		prefix = DefaultPrefix
+	}
+	return endpoints, prefix, nil
+}
