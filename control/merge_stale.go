@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dshmount/dshmount/internal/seen"
 	"github.com/dshmount/dshmount/merge"
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/policy"
@@ -21,17 +22,17 @@ func (s *Server) keepSeen(ctx context.Context, t provider.Target, v provider.Ver
 	if s.cfg.SeenBytes == nil || !strings.HasPrefix(string(v), "c1-") {
 		return
 	}
+	if s.cfg.SeenBytes.Touch(v) {
+		return // kept already (content-addressed): no second read
+	}
 	text, info, err := s.readCurrent(ctx, t)
-	if err != nil || info.Version != v || info.Size > int64(maxSeenBytes) {
+	if err != nil || info.Version != v || info.Size > int64(seen.MaxFileBytes) {
 		return
 	}
 	if _, err := s.cfg.SeenBytes.Put(v, []byte(text)); err != nil {
 		s.log.Warn("keep seen bytes", "path", t.DisplayPath, "err", err)
 	}
 }
-
-// maxSeenBytes is the largest file whose bytes a read keeps (seen.MaxFileBytes).
-const maxSeenBytes = 8 << 20
 
 // readCurrent reads the bytes of t and the version of exactly those bytes.
 func (s *Server) readCurrent(ctx context.Context, t provider.Target) (string, provider.Info, error) {

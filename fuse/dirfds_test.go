@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/internal/watcher"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
 )
@@ -266,7 +267,7 @@ func TestMount_TheWatcherReportsADirectoryMovedOut(t *testing.T) {
 				e.srv.ForgetDirs()
 				continue
 			}
-			c := policy.ExternalChange{Op: externalOpOf(ev.Kind), Target: e.lfs.TargetForRel(ev.Path), Dir: ev.Dir, Since: ev.Since}
+			c := policy.ExternalChange{Op: watcher.Operation(ev.Kind), Target: e.lfs.TargetForRel(ev.Path), Dir: ev.Dir, Since: ev.Since}
 			if ev.Kind == local.TreeRenamed {
 				to := e.lfs.TargetForRel(ev.To)
 				c.To = &to
@@ -287,22 +288,6 @@ func TestMount_TheWatcherReportsADirectoryMovedOut(t *testing.T) {
 		t.Fatal("the watcher never reported the move")
 	}
 	requireNotReached(t, e, "dir", outside, held)
-}
-
-// externalOpOf maps the watcher's kinds as the daemon does.
-func externalOpOf(k local.TreeKind) policy.MutationOp {
-	switch k {
-	case local.TreeCreated:
-		return policy.OpCreate
-	case local.TreeAttrib:
-		return policy.OpSetattr
-	case local.TreeDeleted:
-		return policy.OpDelete
-	case local.TreeRenamed:
-		return policy.OpRename
-	default:
-		return policy.OpWrite
-	}
 }
 
 // Without a watcher nothing is cached: a move out of band that nobody

@@ -144,6 +144,26 @@ func (c *Cache) drop(el *list.Element) {
 	os.Remove(filepath.Join(c.dir, e.hash))
 }
 
+// Touch makes the kept bytes of version v the most recently used and
+// reports whether they are kept (as a Put of those bytes would, without
+// the bytes).
+func (c *Cache) Touch(v provider.Version) bool {
+	if c == nil {
+		return false
+	}
+	h, ok := hashOf(v)
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.index[h]
+	if ok {
+		c.lru.MoveToFront(el)
+	}
+	return ok
+}
+
 // Get returns the kept bytes of version v, if any, and makes them the most
 // recently used. Bytes that no longer hash to v (the file was damaged) are
 // dropped and not returned.

@@ -156,3 +156,17 @@ func BenchmarkSeen_10000DistinctReads(b *testing.B) {
 	b.ReportMetric(float64(size)/(1<<20), "disk-MiB")
 	b.ReportMetric(float64(after.heap-before.heap)/(1<<20), "heap-MiB")
 }
+
+func TestSeen_TouchReportsKeptBytesAndMakesThemRecent(t *testing.T) {
+	c, _ := open(t, 30) // three 10-byte entries
+	assert.False(t, c.Touch(version.OfBytes([]byte("aaaaaaaaa\n"))), "nothing kept yet")
+	for _, s := range []string{"aaaaaaaaa\n", "bbbbbbbbb\n", "ccccccccc\n"} {
+		require.True(t, put(t, c, s))
+	}
+	require.True(t, c.Touch(version.OfBytes([]byte("aaaaaaaaa\n")))) // a is now the most recent; b the least
+	require.True(t, put(t, c, "ddddddddd\n"))
+	assert.False(t, has(c, "bbbbbbbbb\n"), "the least recently used entry is evicted")
+	assert.True(t, has(c, "aaaaaaaaa\n"))
+	var none *Cache
+	assert.False(t, none.Touch(version.OfBytes([]byte("x"))), "a disabled cache keeps nothing")
+}

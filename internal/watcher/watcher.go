@@ -110,7 +110,7 @@ func (r *Recorder) ignored(p string) bool { return r.Ignored != nil && r.Ignored
 
 // record records one change.
 func (r *Recorder) record(ctx context.Context, ev local.TreeEvent, log *slog.Logger) {
-	c := policy.ExternalChange{Op: operation(ev.Kind), Target: r.FS.TargetForRel(ev.Path), Dir: ev.Dir, Since: ev.Since}
+	c := policy.ExternalChange{Op: Operation(ev.Kind), Target: r.FS.TargetForRel(ev.Path), Dir: ev.Dir, Since: ev.Since}
 	now := c.Target
 	if ev.Kind == local.TreeRenamed {
 		to := r.FS.TargetForRel(ev.To)
@@ -133,8 +133,8 @@ func (r *Recorder) record(ctx context.Context, ev local.TreeEvent, log *slog.Log
 	}
 }
 
-// operation maps a tree watcher's kind to the audit's operation.
-func operation(k local.TreeKind) policy.MutationOp {
+// Operation maps a tree watcher's kind to the audit's operation.
+func Operation(k local.TreeKind) policy.MutationOp {
 	switch k {
 	case local.TreeCreated:
 		return policy.OpCreate
