@@ -106,6 +106,9 @@ type Guard interface {
 	CarryMount(a policy.Actor, from, to provider.Target) error
 	// HoldOwn marks t as being changed by the daemon until release.
 	HoldOwn(t provider.Target) (release func())
+	// Changing marks ts as being changed by one mount operation until
+	// done (called after the operation's record).
+	Changing(ts ...provider.Target) (done func())
 	// AuditRefusal records a refused request (false: not recorded).
 	AuditRefusal(a policy.Actor, op policy.MutationOp, t provider.Target, err error) bool
 	// AddObserver and AddPreparer register the mount's cache keepers.

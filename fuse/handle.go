@@ -163,6 +163,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if n.io.busyFor(a) {
 			return nil, 0, m.refusePassthrough(a, t)
 		}
+		defer m.cfg.Engine.Changing(t)()
 	}
 	f, err := m.openBacking(rel, int(flags), 0)
 	if err != nil {

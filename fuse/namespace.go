@@ -55,6 +55,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	t := m.target(rel)
 	flags &^= syscall.O_APPEND | gofuse.FMODE_EXEC
 	writable := isWrite(flags)
+	defer m.cfg.Engine.Changing(t)()
 
 	existing, err := m.be.stat(rel)
 	switch {
@@ -211,6 +212,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errno
 	}
 	a := m.actor(ctx)
+	defer m.cfg.Engine.Changing(m.target(rel))()
 	e, err := m.be.mkdir(ctx, rel, mode&07777)
 	if err != nil {
 		return nil, errnoOf(err)
@@ -240,6 +242,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, rdev uint32,
 	if errno := m.checkCreate(a, "mknod", t); errno != 0 {
 		return nil, errno
 	}
+	defer m.cfg.Engine.Changing(t)()
 	e, err := m.be.mknod(rel, mode, rdev)
 	if err != nil {
 		return nil, errnoOf(err)
@@ -260,6 +263,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	if errno := m.checkCreate(a, "symlink", m.target(rel)); errno != 0 {
 		return nil, errno
 	}
+	defer m.cfg.Engine.Changing(m.target(rel))()
 	e, err := m.be.symlink(ctx, target, rel)
 	if err != nil {
 		return nil, errnoOf(err)
@@ -295,6 +299,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno := m.checkCreate(a, "link", t); errno != 0 {
 		return nil, errno
 	}
+	defer m.cfg.Engine.Changing(t)()
 	if err := m.be.link(srcRel, rel); err != nil {
 		return nil, errnoOf(err)
 	}
@@ -345,6 +350,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if before == "" {
 		before = m.knownVersion(a, &bs.st)
 	}
+	defer m.cfg.Engine.Changing(t)()
 	if err := m.be.unlink(ctx, rel, e); err != nil {
 		return errnoOf(err)
 	}
@@ -370,6 +376,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return errnoOf(err)
 	}
 	before := version.OfMetadata(&bs.st)
+	defer m.cfg.Engine.Changing(m.target(rel))()
 	if err := m.be.rmdir(ctx, rel, e); err != nil {
 		return errnoOf(err)
 	}

@@ -131,6 +131,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	}
 
+	defer m.cfg.Engine.Changing(srcT, dstT)()
 	if err := m.be.rename(ctx, srcRel, dstRel, srcE, dstE, flags); err != nil {
 		return errnoOf(err)
 	}

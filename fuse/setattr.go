@@ -67,6 +67,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		}
 	}
 
+	defer m.cfg.Engine.Changing(m.target(rel))()
 	var errno syscall.Errno
 	if h != nil {
 		errno = h.lf.Setattr(ctx, in, out)

@@ -167,6 +167,7 @@ func (n *node) changeXattr(ctx context.Context, change func(path string) error) 
 	if err != nil {
 		return errnoOf(err)
 	}
+	defer m.cfg.Engine.Changing(m.target(rel))()
 	if err := change(procPath(fd)); err != nil {
 		return errnoOf(err)
 	}

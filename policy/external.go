@@ -418,6 +418,33 @@ func (e *Engine) HoldOwn(t provider.Target) (release func()) {
 	}
 }
 
+// Changing marks ts as being changed by one mount operation until done is
+// called: the backing-tree watcher may see the operation's syscall before
+// the mount has recorded it, and those events are the daemon's own. Call
+// done after the operation's record (RecordMount), whose result then
+// explains the later events; an operation that failed leaves no result,
+// so it explains nothing after done.
+func (e *Engine) Changing(ts ...provider.Target) (done func()) {
+	o := e.own
+	o.mu.Lock()
+	for _, t := range ts {
+		o.entry(t.DisplayPath).held++
+	}
+	o.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			for _, t := range ts {
+				if en, ok := o.paths[t.DisplayPath]; ok && en.held > 0 {
+					en.held--
+				}
+			}
+		})
+	}
+}
+
 // RecordExternal records a change the backing-tree watcher saw in the
 // workspace directory: an audit entry (channel external) and the observers
 // (the FUSE layer drops the kernel's caches of the path), unless the

@@ -170,6 +170,27 @@ func TestRecordExternal_AFileHeldOpenForWritingByTheMountIsNotExternal(t *testin
 	assert.True(t, rec)
 }
 
+func TestRecordExternal_AMountOperationIsOwnFromItsSyscallToItsRecord(t *testing.T) {
+	e, fs := newTestEngine(t)
+	ctx := context.Background()
+	f, g := fs.target("f.txt"), fs.target("g.txt")
+	// The watcher may see the create before the mount has recorded it.
+	done := e.Changing(f, g)
+	rec, err := e.RecordExternal(ctx, ExternalChange{Op: OpCreate, Target: f, After: "empty"})
+	require.NoError(t, err)
+	assert.False(t, rec, "seen between the syscall and its record")
+	require.NoError(t, e.RecordMount(ctx, Actor{Channel: ChannelMount}, OpCreate, f, "", "empty", nil))
+	done()
+	done() // idempotent
+	rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpCreate, Target: f, After: "empty"})
+	require.NoError(t, err)
+	assert.False(t, rec, "a late event of the recorded create")
+	// g's operation failed: nothing recorded, so nothing of g is explained.
+	rec, err = e.RecordExternal(ctx, ExternalChange{Op: OpCreate, Target: g, After: "someone else"})
+	require.NoError(t, err)
+	assert.True(t, rec, "an operation that recorded nothing explains nothing after it ended")
+}
+
 func TestRecordExternal_ARefusedSocketChangeEndsItsAnnouncement(t *testing.T) {
 	e, fs := newTestEngine(t)
 	a := openSession(t, e.Store())
