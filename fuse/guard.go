@@ -108,7 +108,9 @@ func (m *mountState) keepOwnMeta(a policy.Actor, t provider.Target, before, afte
 //     new handle is not passthrough; a bound writer's is direct I/O, so
 //     every write reaches guardHandle;
 //   - otherwise (an unbound caller on a file nobody holds open) it is
-//     passthrough when the mount allows it.
+//     passthrough when the mount allows it and no RELEASE is being served
+//     (releaseGate: a first passthrough open must not race go-fuse's
+//     bookkeeping of a cached handle's release).
 type ioModes struct {
 	mu    sync.Mutex
 	pt    int // open passthrough handles
@@ -117,8 +119,9 @@ type ioModes struct {
 
 // choose decides the mode of a new handle and counts it; ok is false (and
 // nothing is counted) for a bound writer while a passthrough handle is
-// open.
-func (io *ioModes) choose(allowPT, bound, writable bool) (pt, direct, ok bool) {
+// open. releasing reports a RELEASE in flight (releaseGate): then a handle
+// joins passthrough but does not start it.
+func (io *ioModes) choose(allowPT, bound, writable, releasing bool) (pt, direct, ok bool) {
 	io.mu.Lock()
 	defer io.mu.Unlock()
 	switch {
@@ -127,7 +130,7 @@ func (io *ioModes) choose(allowPT, bound, writable bool) (pt, direct, ok bool) {
 		return false, false, false
 	case io.pt > 0:
 		pt = true
-	case io.other > 0 || bound:
+	case io.other > 0 || bound || releasing:
 	default:
 		pt = true
 	}

@@ -30,10 +30,11 @@ type mountState struct {
 	asRoot    bool               // the daemon runs as root: created files are chowned to the caller
 	vers      *version.Versioner // content versions, shared with the provider
 	closed    atomic.Bool
-	callers   callerCache // calling threads' processes and sessions
-	dirs      *dirFds     // cached directory descriptors (nil: none; dirfds.go)
-	be        backend     // where paths live: the workspace or a branch over it
-	xattrs    xattrEpochs // when remembered xattr absences hold (xattrcache.go)
+	callers   callerCache  // calling threads' processes and sessions
+	dirs      *dirFds      // cached directory descriptors (nil: none; dirfds.go)
+	be        backend      // where paths live: the workspace or a branch over it
+	xattrs    xattrEpochs  // when remembered xattr absences hold (xattrcache.go)
+	releases  *releaseGate // RELEASE requests in flight (releasegate.go; nil before mounting)
 }
 
 // rel helpers --------------------------------------------------------------

@@ -130,7 +130,8 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	}
 	cfg.Engine.AddObserver(m.xattrs.observe)
 	requests := &reqcount.Counts{}
-	server, err := gofuse.NewServer(reqcount.Wrap(fs.NewNodeFS(rootNode, opts), requests), mp, &opts.MountOptions)
+	m.releases = &releaseGate{RawFileSystem: fs.NewNodeFS(rootNode, opts)}
+	server, err := gofuse.NewServer(reqcount.Wrap(m.releases, requests), mp, &opts.MountOptions)
 	if err != nil {
 		m.rootInode = nil
 		_ = unix.Close(rootFd)

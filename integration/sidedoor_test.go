@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -140,4 +141,29 @@ func TestSideDoor_BranchExecInsideABoundTreeIsAllowed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a1\n", string(b), "the write landed in the branch")
 	assertBacking(t, d, "a.txt", "a0\n")
+}
+
+// TestSideDoor_APersonsOpenRightAfterABoundReadIsNeverEIO: a bound reader's
+// handle is cached, a person's is passthrough; the person's open that
+// follows the reader's close at once must not race the bookkeeping of that
+// close (the kernel answers EIO when a passthrough registration is dropped
+// under it). Repeated, since the race window is microseconds.
+func TestSideDoor_APersonsOpenRightAfterABoundReadIsNeverEIO(t *testing.T) {
+	const rounds = 300
+	d := startDaemon(t, daemonOptions{})
+	g := startGuardOps(t, d)
+	for i := range rounds {
+		rel := fmt.Sprintf("f%03d", i%10)
+		require.NoError(t, os.WriteFile(filepath.Join(d.Src, rel), []byte("ORIGINAL"), 0o644))
+		require.Equal(t, syscall.Errno(0), g.do("read", rel))
+		f, err := os.OpenFile(d.m(rel), os.O_WRONLY|os.O_TRUNC, 0)
+		require.NoError(t, err, "round %d: the person's open after the bound read", i)
+		_, err = f.WriteString("PERSON")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		// The person's own reads, passthrough or cached, see what it wrote.
+		got, err := os.ReadFile(d.m(rel))
+		require.NoError(t, err, "round %d", i)
+		require.Equal(t, "PERSON", string(got), "round %d", i)
+	}
 }
