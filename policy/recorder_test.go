@@ -25,8 +25,8 @@ func TestRecorder_ChosenOnceFromTheEnginesCapability(t *testing.T) {
 		open func(t *testing.T) *Store
 		want recorder
 	}{
-		{"badger is local", func(t *testing.T) *Store { return openStore(t, t.TempDir(), quietOptions()) }, localRecorder{}},
-		{"etcd is shared", func(t *testing.T) *Store { return openShared(t, srv, quietOptions()) }, sharedRecorder{}},
+		{"badger: local", func(t *testing.T) *Store { return openStore(t, t.TempDir(), quietOptions()) }, localRecorder{}},
+		{"etcd: shared", func(t *testing.T) *Store { return openShared(t, srv, quietOptions()) }, sharedRecorder{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
