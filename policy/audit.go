@@ -195,10 +195,7 @@ func (s *Store) Audit(q AuditQuery) ([]AuditEntry, error) {
 	// shards one by one): reading past complete could skip that older one
 	// for a reader paging with Since. (A shared engine also holds other
 	// daemons' entries, whose seqs this store does not order: no cap.)
-	complete := ^uint64(0)
-	if !s.db.Shared() {
-		complete = s.LastSeq()
-	}
+	complete := s.rec.auditComplete()
 	if err := s.flush(); err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}

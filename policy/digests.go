@@ -108,10 +108,10 @@ func (s *Store) cachedDigest(id provider.FileID) (provider.CachedDigest, bool) {
 // something only on the host that took them, and two hosts see one shared
 // file under different ones, so each daemon keeps its digests in memory
 // and hashes a file once per run.
-func (s *Store) loadDigest(id provider.FileID) provider.CachedDigest {
-	if s.db.Shared() {
-		return provider.CachedDigest{}
-	}
+func (s *Store) loadDigest(id provider.FileID) provider.CachedDigest { return s.rec.loadDigest(id) }
+
+// loadDigestLocal is loadDigest on a local engine.
+func (s *Store) loadDigestLocal(id provider.FileID) provider.CachedDigest {
 	b, err := s.db.Get(context.Background(), digestKey(id))
 	if errors.Is(err, kv.ErrNotFound) {
 		return provider.CachedDigest{}

@@ -75,11 +75,7 @@ func newEngine(store *Store, fs provider.FileSystem) *Engine {
 	e := &Engine{store: store, fs: fs,
 		refusals: newRefusalLimiter(store.opts.RefusalInterval, store.opts.RefusalKeys),
 		own:      newOwnChanges(store.opts.Now)}
-	if store.shared {
-		fn := e.remoteChange
-		store.onRemote.Store(&fn)
-		e.own.remoteWait = remoteRecordWait
-	}
+	store.rec.attach(e)
 	return e
 }
 

@@ -138,27 +138,30 @@ func (s *Store) persistSession(st *sessionState) error {
 	if st.closed {
 		return nil
 	}
-	if s.shared {
-		st.rawMu.Lock()
-		defer st.rawMu.Unlock()
-		if st.raw == nil { // a new session
-			if err := s.writeThrough(kv.Put(sessionKey(st.id), val)); err != nil {
-				return fmt.Errorf("store session %s: %w", st.id, err)
-			}
-		} else {
-			ok, err := s.db.Txn(context.Background(), []kv.Cond{kv.IfValue(sessionKey(st.id), st.raw)},
-				[]kv.Op{kv.Put(sessionKey(st.id), val)})
-			if err != nil {
-				return fmt.Errorf("store session %s: %w", st.id, unavailable(err))
-			}
-			if !ok {
-				return nil // touched or closed by another daemon: the next use reads it again
-			}
+	return s.rec.persistSession(st, val)
+}
+
+// persistSessionShared is persistSession on a shared engine: written
+// through, and a record another daemon changed since this one last read or
+// wrote it is left alone.
+func (s *Store) persistSessionShared(st *sessionState, val []byte) error {
+	st.rawMu.Lock()
+	defer st.rawMu.Unlock()
+	if st.raw == nil { // a new session
+		if err := s.writeThrough(kv.Put(sessionKey(st.id), val)); err != nil {
+			return fmt.Errorf("store session %s: %w", st.id, err)
 		}
-		st.raw = val
-		return nil
+	} else {
+		ok, err := s.db.Txn(context.Background(), []kv.Cond{kv.IfValue(sessionKey(st.id), st.raw)},
+			[]kv.Op{kv.Put(sessionKey(st.id), val)})
+		if err != nil {
+			return fmt.Errorf("store session %s: %w", st.id, unavailable(err))
+		}
+		if !ok {
+			return nil // touched or closed by another daemon: the next use reads it again
+		}
 	}
-	s.buf.put(sessionKey(st.id), val, true)
+	st.raw = val
 	return nil
 }
 
@@ -168,16 +171,16 @@ func (s *Store) session(id SessionID) *sessionState {
 	s.sessMu.RLock()
 	st := s.sessions[id]
 	s.sessMu.RUnlock()
-	if st == nil && s.shared {
-		st, _ = s.fetchSession(id)
+	if st == nil {
+		st, _ = s.rec.fetchSession(id)
 	}
 	return st
 }
 
-// fetchSession reads session id's record from a shared engine and updates
-// this daemon's copy: nil when it is gone (closed on any daemon), an error
-// wrapping ErrStoreUnavailable when the engine cannot say.
-func (s *Store) fetchSession(id SessionID) (*sessionState, error) {
+// fetchSessionShared reads session id's record from a shared engine and
+// updates this daemon's copy: nil when it is gone (closed on any daemon), an
+// error wrapping ErrStoreUnavailable when the engine cannot say.
+func (s *Store) fetchSessionShared(id SessionID) (*sessionState, error) {
 	val, err := s.db.Get(context.Background(), sessionKey(id))
 	if errors.Is(err, kv.ErrNotFound) {
 		s.sessMu.Lock()
@@ -220,15 +223,11 @@ func (s *Store) fetchSession(id SessionID) (*sessionState, error) {
 // wrapping ErrUnknownSession, an unreachable shared engine one wrapping
 // ErrStoreUnavailable.
 func (s *Store) UseSession(id SessionID) error {
-	if s.shared {
-		st, err := s.fetchSession(id)
-		if err != nil {
-			return err
-		}
-		if st == nil {
-			return unknownSession(id)
-		}
-	} else if s.session(id) == nil {
+	st, err := s.rec.fetchSession(id)
+	if err != nil {
+		return err
+	}
+	if st == nil {
 		return unknownSession(id)
 	}
 	s.Touch(id)
@@ -241,10 +240,10 @@ func (s *Store) CloseSession(id SessionID) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.shared {
-		if _, err := s.fetchSession(id); err != nil {
-			return fmt.Errorf("close session %q: %w", id, err)
-		}
+	// Brings this daemon's copy up to date (a session opened on another
+	// daemon is closed here too).
+	if _, err := s.rec.fetchSession(id); err != nil {
+		return fmt.Errorf("close session %q: %w", id, err)
 	}
 	s.sessMu.Lock()
 	st := s.sessions[id]
@@ -299,14 +298,7 @@ func (s *Store) Session(id SessionID) (Session, bool) {
 // provider error FS_IO_ERROR "policy store unavailable: …" (a copy is
 // returned as Session would; the Engine then refuses mutations).
 func (s *Store) LookupSession(id SessionID) (Session, bool, error) {
-	if !s.shared {
-		st := s.session(id)
-		if st == nil {
-			return Session{}, false, nil
-		}
-		return st.snapshot(), true, nil
-	}
-	st, err := s.fetchSession(id)
+	st, err := s.rec.fetchSession(id)
 	if err != nil {
 		s.sessMu.RLock()
 		st = s.sessions[id]
@@ -323,23 +315,28 @@ func (s *Store) LookupSession(id SessionID) (Session, bool, error) {
 
 // Sessions lists the open sessions, oldest first (on a shared engine, of
 // every daemon; none when it cannot be reached, logged).
-func (s *Store) Sessions() []Session {
-	if s.shared {
-		return s.sharedSessions()
-	}
+func (s *Store) Sessions() []Session { return s.rec.sessions() }
+
+// sessionsLocal is Sessions on a local engine: this daemon's copies.
+func (s *Store) sessionsLocal() []Session {
 	s.sessMu.RLock()
 	out := make([]Session, 0, len(s.sessions))
 	for _, st := range s.sessions {
 		out = append(out, st.snapshot())
 	}
 	s.sessMu.RUnlock()
+	sortSessions(out)
+	return out
+}
+
+// sortSessions sorts sessions oldest first (by ID when opened together).
+func sortSessions(out []Session) {
 	slices.SortFunc(out, func(a, b Session) int {
 		if c := a.Opened.Compare(b.Opened); c != 0 {
 			return c
 		}
 		return strings.Compare(string(a.ID), string(b.ID))
 	})
-	return out
 }
 
 // Touch marks a session as used now, for the idle TTL. Unknown sessions are
@@ -367,20 +364,11 @@ func (s *Store) CollectIdle(now time.Time) []SessionID {
 	}
 	cutoff := now.Add(-s.opts.SessionTTL).UnixNano()
 	var idle []SessionID
-	if s.shared {
-		for _, sess := range s.sharedSessions() {
-			if sess.LastUsed.UnixNano() < cutoff {
-				idle = append(idle, sess.ID)
-			}
+	for _, sess := range s.Sessions() {
+		if sess.LastUsed.UnixNano() < cutoff {
+			idle = append(idle, sess.ID)
 		}
 	}
-	s.sessMu.RLock()
-	for id, st := range s.sessions {
-		if st.lastUsed.Load() < cutoff && !s.shared {
-			idle = append(idle, id)
-		}
-	}
-	s.sessMu.RUnlock()
 	var closed []SessionID
 	for _, id := range idle {
 		if err := s.CloseSession(id); err != nil {
@@ -393,8 +381,9 @@ func (s *Store) CollectIdle(now time.Time) []SessionID {
 	return closed
 }
 
-// sharedSessions lists the sessions of a shared engine, oldest first.
-func (s *Store) sharedSessions() []Session {
+// sessionsShared is Sessions on a shared engine: every daemon's sessions,
+// as the engine has them (none when it cannot be reached, logged).
+func (s *Store) sessionsShared() []Session {
 	prefix := []byte(prefixSession)
 	var out []Session
 	err := s.db.Scan(context.Background(), kv.Range{Prefix: prefix}, func(p kv.Pair) error {
@@ -409,12 +398,7 @@ func (s *Store) sharedSessions() []Session {
 	if err != nil {
 		s.log.Error("list sessions", "err", unavailable(err))
 	}
-	slices.SortFunc(out, func(a, b Session) int {
-		if c := a.Opened.Compare(b.Opened); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.ID), string(b.ID))
-	})
+	sortSessions(out)
 	return out
 }
 

@@ -49,7 +49,7 @@ func (s *Store) startShared() error {
 		return fmt.Errorf("name this daemon's claims: %w", err)
 	}
 	s.owner = fmt.Sprintf("%s/%d/%s", s.opts.Host, os.Getpid(), hex.EncodeToString(b[:]))
-	cur, err := s.sharedCounter()
+	cur, err := s.auditCounter()
 	if err != nil {
 		return fmt.Errorf("read the audit counter: %w", err)
 	}
@@ -66,21 +66,21 @@ func (s *Store) startShared() error {
 		if ok {
 			break
 		}
-		if cur, err = s.sharedCounter(); err != nil {
+		if cur, err = s.auditCounter(); err != nil {
 			return fmt.Errorf("read the audit counter: %w", err)
 		}
 	}
 	s.auditSeq.last.Store(cur) // newFeed takes cur+1, the value just reserved
 	s.feed = newFeed(s)
-	s.sharedSeq.Store(cur + 1)
+	s.counterSeen.Store(cur + 1)
 	if err := s.resolveCommitJournals(context.Background()); err != nil {
 		s.log.Warn("resolve the journals of stopped multi-file commits (retried at the next start)", "err", err)
 	}
 	return s.startFeedWatch()
 }
 
-// sharedCounter reads the audit counter (0 when there is none yet).
-func (s *Store) sharedCounter() (uint64, error) {
+// auditCounter reads the audit counter (0 when there is none yet).
+func (s *Store) auditCounter() (uint64, error) {
 	b, err := s.db.Get(context.Background(), []byte(keySeqAudit))
 	if errors.Is(err, kv.ErrNotFound) {
 		return 0, nil
@@ -102,7 +102,7 @@ func counterCond(cur uint64) kv.Cond {
 // the shared counter and returns that seq. The caller holds the feed's
 // lock, so this daemon's entries are numbered in the order they publish.
 func (s *Store) appendShared(e AuditEntry) (uint64, error) {
-	cur := s.sharedSeq.Load()
+	cur := s.counterSeen.Load()
 	for {
 		e.Seq = cur + 1
 		val, err := json.Marshal(e)
@@ -115,10 +115,10 @@ func (s *Store) appendShared(e AuditEntry) (uint64, error) {
 			return 0, unavailable(err)
 		}
 		if ok {
-			s.sharedSeq.Store(e.Seq)
+			s.counterSeen.Store(e.Seq)
 			return e.Seq, nil
 		}
-		if cur, err = s.sharedCounter(); err != nil {
+		if cur, err = s.auditCounter(); err != nil {
 			return 0, err
 		}
 	}
@@ -166,9 +166,14 @@ const (
 // provider errors: FS_IO_ERROR when the engine cannot be reached or the
 // file stays claimed.
 func (s *Store) Claim(ctx context.Context, op, path string, keys ...provider.Key) (*Claim, error) {
-	if !s.shared || len(keys) == 0 {
+	if len(keys) == 0 {
 		return nil, nil
 	}
+	return s.rec.claim(ctx, op, path, keys)
+}
+
+// claimShared is Claim on a shared store.
+func (s *Store) claimShared(ctx context.Context, op, path string, keys []provider.Key) (*Claim, error) {
 	c := &Claim{s: s}
 	stored := make([]provider.Key, len(keys))
 	for i, k := range keys {
@@ -387,7 +392,7 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 	stored.Key, stored.Daemon = s.storedKey(entry.Key), s.owner
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
-	cur := s.sharedSeq.Load()
+	cur := s.counterSeen.Load()
 	for {
 		stored.Seq = cur + 1
 		val, err := json.Marshal(stored)
@@ -413,10 +418,10 @@ func (s *Store) commitShared(m mutation, result provider.Target, after provider.
 			return unavailable(err)
 		}
 		if ok {
-			s.sharedSeq.Store(stored.Seq) // subscribers get it from the watch
+			s.counterSeen.Store(stored.Seq) // subscribers get it from the watch
 			return nil
 		}
-		next, err := s.sharedCounter()
+		next, err := s.auditCounter()
 		if err != nil {
 			return err
 		}

@@ -87,13 +87,14 @@ func (e *Engine) ClaimCommit(ctx context.Context, label string, files []CommitFi
 		keys[i] = f.Target.Key
 	}
 	e.mclaims.release(keys...) // this daemon's own mount claims give way
-	return e.store.claimCommit(ctx, label, files)
-}
-
-func (s *Store) claimCommit(ctx context.Context, label string, files []CommitFile) (*Claim, error) {
-	if !s.shared || len(files) == 0 {
+	if len(files) == 0 {
 		return nil, nil
 	}
+	return e.store.rec.claimCommit(ctx, label, files)
+}
+
+// claimCommitShared is ClaimCommit on a shared store.
+func (s *Store) claimCommitShared(ctx context.Context, label string, files []CommitFile) (*Claim, error) {
 	display := map[provider.Key]string{}
 	bases := map[provider.Key]provider.Version{}
 	stored := make([]provider.Key, 0, len(files))

@@ -132,7 +132,7 @@ func TestShared_MarkChangesLostBaseIsAboveEveryDaemonsSeq(t *testing.T) {
 	assert.False(t, got.Vouched, "ChangesSince refuses it too")
 
 	require.NoError(t, b.AppendAudit(AuditEntry{Key: "/ws/x", Path: "x", Op: OpWrite, After: "v1"}))
-	seq, err := b.sharedCounter()
+	seq, err := b.auditCounter()
 	require.NoError(t, err)
 	assert.Greater(t, seq, lost.Resume, "B's change after the loss is after the resume seq, so a resubscriber gets it")
 	sub, err := a.Subscribe(lost.Resume, 0)

@@ -138,7 +138,7 @@ func (s *Store) markSharedChangesLost() {
 func (s *Store) reserveSharedSeq() (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
-	cur, err := s.sharedCounter()
+	cur, err := s.auditCounter()
 	if err != nil {
 		return 0, err
 	}
@@ -149,10 +149,10 @@ func (s *Store) reserveSharedSeq() (uint64, error) {
 			return 0, unavailable(err)
 		}
 		if ok {
-			s.sharedSeq.Store(cur + 1)
+			s.counterSeen.Store(cur + 1)
 			return cur + 1, nil
 		}
-		if cur, err = s.sharedCounter(); err != nil {
+		if cur, err = s.auditCounter(); err != nil {
 			return 0, err
 		}
 	}

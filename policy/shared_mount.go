@@ -41,10 +41,12 @@ type mountClaim struct {
 // claimMount claims t for a bound session's change through the mount (see
 // above); nil on a store that is not shared.
 func (e *Engine) claimMount(op MutationOp, t provider.Target) error {
+	return e.store.rec.claimMount(e, op, t)
+}
+
+// claimMountShared is claimMount on a shared store.
+func (e *Engine) claimMountShared(op MutationOp, t provider.Target) error {
 	s := e.store
-	if !s.shared {
-		return nil
-	}
 	m := &e.mclaims
 	m.mu.Lock()
 	defer m.mu.Unlock()

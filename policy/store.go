@@ -34,13 +34,12 @@ var (
 // engine in batches; a crash may lose the last batch, which only makes
 // guards stricter (see Open).
 type Store struct {
-	db     kv.Engine
-	shared bool     // db.Shared(): write through, cache nothing another daemon changes
-	rec    recorder // chosen once from db.Shared()
-	owner  string   // this daemon's name in claims (host, pid, random)
-	dir    string
-	opts   Options
-	log    *slog.Logger
+	db    kv.Engine
+	rec   recorder // chosen once from db.Shared()
+	owner string   // this daemon's name in claims (host, pid, random)
+	dir   string
+	opts  Options
+	log   *slog.Logger
 
 	buf      *writeBuffer
 	digests  digests
@@ -48,20 +47,20 @@ type Store struct {
 	// On a shared store: the counter value this daemon last saw (the
 	// guess for its next compare-and-swap), seqMu serializing its appends,
 	// and onRemote, told of every other daemon's change (set by the Engine).
-	sharedSeq  atomic.Uint64
-	seqMu      sync.Mutex
-	onRemote   atomic.Pointer[func(AuditEntry)]
-	feed       *feed // live subscribers of the audit log's changes
-	sessMu     sync.RWMutex
-	sessions   map[SessionID]*sessionState
-	flushMu    sync.Mutex // one flush (or prefix purge) at a time
-	flushErr   atomic.Pointer[error]
-	recovered  bool // opened after an unclean shutdown
-	closed     atomic.Bool
-	closeOnce  sync.Once
-	closeErr   error
-	stop       chan struct{}
-	background sync.WaitGroup
+	counterSeen atomic.Uint64
+	seqMu       sync.Mutex
+	onRemote    atomic.Pointer[func(AuditEntry)]
+	feed        *feed // live subscribers of the audit log's changes
+	sessMu      sync.RWMutex
+	sessions    map[SessionID]*sessionState
+	flushMu     sync.Mutex // one flush (or prefix purge) at a time
+	flushErr    atomic.Pointer[error]
+	recovered   bool // opened after an unclean shutdown
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+	stop        chan struct{}
+	background  sync.WaitGroup
 }
 
 // Open opens the store on an engine it then owns (Close closes it); name
@@ -77,7 +76,6 @@ func Open(db kv.Engine, name string, opts Options) (*Store, error) {
 	opts = opts.normalized()
 	s := &Store{
 		db:       db,
-		shared:   db.Shared(),
 		dir:      name,
 		opts:     opts,
 		log:      opts.Logger,
@@ -194,13 +192,7 @@ func (s *Store) flush() error {
 		return nil
 	}
 	ops := make([]kv.Op, 0, len(items)+len(digests))
-	if !s.db.Shared() {
-		// Digests are keyed by device and inode, which only this host
-		// can interpret: a shared engine keeps none (see digests.go).
-		for _, d := range digests {
-			ops = append(ops, kv.Put(digestKey(d.id), encodeDigest(d.d)))
-		}
-	}
+	ops = append(ops, s.rec.digestOps(digests)...)
 	for _, it := range items {
 		if it.del {
 			ops = append(ops, kv.Delete([]byte(it.key)))
