@@ -15,7 +15,8 @@ const (
 	// Seams are the interfaces and types every backend shares.
 	Seams
 	// Primitives are definitions built on the seams that every backend
-	// and transport shares: content versions.
+	// and transport shares: content versions, the resolution fence of
+	// writes beneath a directory.
 	Primitives
 	// Backends reach the disk or a database.
 	Backends
@@ -45,6 +46,7 @@ func Table() map[string]int {
 		"internal/shardcache":       Pure,
 		"provider/eol":              Pure,
 		"provider/version":          Primitives,
+		"internal/beneath":          Primitives,
 		"provider/providertest":     Backends,
 		"control/registry":          Pure,
 		"policy/kv":                 Seams,

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
@@ -29,7 +30,7 @@ type Lower interface {
 	// Beneath gives the commit journal its primitive changes on
 	// workspace-relative paths: none leaves the root or follows a
 	// symbolic link.
-	Beneath() *local.Beneath
+	Beneath() *beneath.Root
 }
 
 // maxCopyUp bounds the size of a file a branch copies up.
