@@ -75,3 +75,14 @@ func Table() map[string]int {
 		"integration/fsx":           Programs,
 	}
 }
+
+// Unreachable lists, for some packages, the module packages they must not
+// reach even through others (go list -deps): the transports serve the
+// workspace through the provider seam, and the program alone chooses the
+// host-disk backend.
+func Unreachable() map[string][]string {
+	return map[string][]string{
+		"fuse":    {"provider/local"},
+		"control": {"provider/local"},
+	}
+}

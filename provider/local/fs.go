@@ -13,9 +13,6 @@ import (
 	"github.com/dshmount/dshmount/provider/version"
 )
 
-// DefaultMaxBasisBytes is the default bound of Before/SourceBefore texts.
-const DefaultMaxBasisBytes int64 = 8 << 20
-
 // defaultChunkSize is the read size of StreamText.
 const defaultChunkSize = 64 << 10
 
@@ -29,7 +26,7 @@ type Options struct {
 	// ProcessPathFromHostPath; they are mapped lexically and never touched.
 	Aliases []string
 	// MaxBasisBytes bounds the Before/SourceBefore texts of outcomes; a prior
-	// file larger than this gets a nil basis. Zero means DefaultMaxBasisBytes.
+	// file larger than this gets a nil basis. Zero means provider.DefaultMaxBasisBytes.
 	MaxBasisBytes int64
 	// Durability says whether publications and deletions are fsynced; the
 	// zero value, DurabilityFsync, fsyncs the temp file before the rename
@@ -131,7 +128,7 @@ func New(root string, opts Options) (*FS, error) {
 		chunk:    defaultChunkSize,
 	}
 	if fs.maxBasis <= 0 {
-		fs.maxBasis = DefaultMaxBasisBytes
+		fs.maxBasis = provider.DefaultMaxBasisBytes
 	}
 	if abs = filepath.Clean(abs); abs != canon {
 		// The spelling the caller used is an alias of the canonical root, so
