@@ -111,7 +111,7 @@ func newMountEnv(t *testing.T, state string, prepare ...func(ws string)) *mountE
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"/" + branch.StagingDir}})
 		require.NoError(t, err)
 		cfg.Engine, cfg.View = policy.NewEngine(cfg.Engine.Store(), view), view
-		mgr, err := branch.Open(state, lfs, branch.Options{Logger: quietLogger()})
+		mgr, err := branch.Open(state, lfs, branch.Options{Logger: quietLogger(), Upper: openBranchUpper})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
 		cfg.Branches, cfg.BranchMounts, cfg.Mount = mgr, me.fake, me.wsMount

@@ -29,7 +29,7 @@ func newBranchEnv(t *testing.T) *testEnv {
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"secret*", "/" + branch.StagingDir}, ReadOnly: []string{"/ro"}})
 		require.NoError(t, err)
 		cfg.Engine, cfg.View = policy.NewEngine(cfg.Engine.Store(), view), view
-		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: quietLogger()})
+		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: quietLogger(), Upper: openBranchUpper})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
 		cfg.Branches, cfg.Journal = mgr, mgr.Journal()
@@ -338,4 +338,10 @@ func TestBranch_CommitRespectsTheViewOfNow(t *testing.T) {
 	assert.Equal(t, "x\n", got)
 	_, ok := env.content(t, "ok.txt")
 	assert.False(t, ok, "nothing applied")
+}
+
+// openBranchUpper opens a branch's upper directory as cmd/dshmount serve
+// does.
+func openBranchUpper(dir string) (branch.Upper, error) {
+	return local.New(dir, local.Options{Durability: local.DurabilityNone})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,9 +20,6 @@ import (
 // workspace (or to another file inside it), and the relative paths are never
 // longer than the mount-relative ones (no ENAMETOOLONG for a backing path
 // longer than PATH_MAX).
-
-// beneath is the resolution every backing open uses.
-const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // openatRetries bounds the retries of an openat2 that reports a concurrent
 // rename (EAGAIN) during its resolution.
@@ -78,7 +76,7 @@ func (m *mountState) openRel(rel string, flags int, mode uint32) (int, error) {
 // openat2 opens rel below dir with the backing resolution, retrying a
 // concurrent rename (EAGAIN) and EINTR, and maps refusals with refused.
 func openat2(dir int, rel string, flags int, mode uint32) (int, error) {
-	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath}
+	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath.Resolve}
 	var fd int
 	var err error
 	for range openatRetries {

@@ -14,6 +14,7 @@ import (
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // branchEnv is a mounted workspace (env) plus one branch of it served as a
@@ -36,7 +37,7 @@ func newBranchEnv(t testing.TB, o envOptions) *branchEnv {
 	require.NoError(t, os.Mkdir(be.bmnt, 0o755))
 	var err error
 	quiet := slog.New(slog.DiscardHandler)
-	be.mgr, err = branch.Open(filepath.Join(filepath.Dir(e.src), "bstate"), e.lfs, branch.Options{Logger: quiet})
+	be.mgr, err = branch.Open(filepath.Join(filepath.Dir(e.src), "bstate"), e.lfs, branch.Options{Logger: quiet, Upper: openBranchUpper})
 	require.NoError(t, err)
 	be.br, err = be.mgr.Create("work")
 	require.NoError(t, err)
@@ -140,3 +141,9 @@ func (e *branchEnv) commit() {
 // relookup makes the kernel forget its entry of rel on the branch mount,
 // so the next use of the name is a new LOOKUP.
 func (e *branchEnv) relookup(rel string) { e.bsrv.inval.forget(rel, false) }
+
+// openBranchUpper opens a branch's upper directory as cmd/dshmount serve
+// does.
+func openBranchUpper(dir string) (branch.Upper, error) {
+	return local.New(dir, local.Options{Durability: local.DurabilityNone})
+}

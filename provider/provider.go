@@ -108,6 +108,10 @@ const (
 	OpUpdate Operation = "update"
 )
 
+// DefaultMaxBasisBytes is the default bound of an outcome's Before and
+// SourceBefore texts: a previous content larger than this gets none.
+const DefaultMaxBasisBytes int64 = 8 << 20
+
 // WriteOutcome is the result of a full-file write.
 type WriteOutcome struct {
 	Operation Operation

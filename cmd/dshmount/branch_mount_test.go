@@ -56,7 +56,7 @@ func newBranchCLIEnv(t *testing.T) (*cliEnv, *dirMounter) {
 	m := &dirMounter{mounted: map[string]string{}}
 	env := newCLIEnv(t, func(cfg *control.Config) {
 		lfs := cfg.Engine.FS().(*local.FS)
-		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Upper: openBranchUpper})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
 		cfg.Branches, cfg.BranchMounts = mgr, m

@@ -13,17 +13,24 @@ import (
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/provider/local"
 )
 
 // openBranches opens the branches kept in the state directory; a commit a
 // killed daemon left half done is finished or undone here, before the
 // mount and the socket serve anything.
 func openBranches(stateDir string, lower branch.Lower, log *slog.Logger) (*branch.Manager, error) {
-	m, err := branch.Open(stateDir, lower, branch.Options{Logger: log.With("component", "branch")})
+	m, err := branch.Open(stateDir, lower, branch.Options{Logger: log.With("component", "branch"), Upper: openBranchUpper})
 	if err != nil {
 		return nil, fmt.Errorf("branches: %w", err)
 	}
 	return m, nil
+}
+
+// openBranchUpper opens a branch's own files on the host disk, without
+// fsyncs: a change counts once the branch's change log records it.
+func openBranchUpper(dir string) (branch.Upper, error) {
+	return local.New(dir, local.Options{Durability: local.DurabilityNone})
 }
 
 // branchMounter serves branches as FUSE mounts beside the workspace mount,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/dshmount/dshmount/internal/seen"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dshmount/dshmount/internal/seen"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -55,7 +56,7 @@ func startDaemon(t *testing.T) *testDaemon {
 	sockDir, err := os.MkdirTemp("", "dshmcp")
 	require.NoError(t, err)
 	socket := filepath.Join(sockDir, "control.sock")
-	branches, err := branch.Open(t.TempDir(), fs, branch.Options{Logger: quietLogger()})
+	branches, err := branch.Open(t.TempDir(), fs, branch.Options{Logger: quietLogger(), Upper: openBranchUpper})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = branches.Close() })
 	cache, err := seen.Open(filepath.Join(t.TempDir(), "seen"), seen.DefaultMaxBytes)
@@ -207,4 +208,10 @@ func structured(t *testing.T, res *sdk.CallToolResult, v any) {
 	b, err := json.Marshal(res.StructuredContent)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, v))
+}
+
+// openBranchUpper opens a branch's upper directory as cmd/dshmount serve
+// does.
+func openBranchUpper(dir string) (branch.Upper, error) {
+	return local.New(dir, local.Options{Durability: local.DurabilityNone})
 }

@@ -3,7 +3,7 @@
 // backups beside the workspace, renames them into place, and on the next
 // start finishes or undoes whatever a killed daemon left (recover.go).
 // Branch commits and atomic patches both go through it. Every change to
-// the workspace goes through provider/local's Beneath primitives: beneath
+// the workspace goes through internal/beneath's primitives: beneath
 // the root, no symbolic link followed. It knows nothing of branches (a
 // committed branch is reset or removed through Options.FinishBranch) nor
 // of the guard (the caller's Hooks check, claim and record).
@@ -19,9 +19,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/internal/records"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
 )
 
 // Base versions with a meaning of their own.
@@ -49,7 +49,7 @@ type Workspace interface {
 	// order given).
 	Lock(ctx context.Context, keys ...provider.Key) (func(), error)
 	// Beneath gives the primitive changes on workspace-relative paths.
-	Beneath() *local.Beneath
+	Beneath() *beneath.Root
 }
 
 // Options configure a Journal.
@@ -71,7 +71,7 @@ type Options struct {
 // Journal applies change sets to one workspace, one at a time.
 type Journal struct {
 	ws           Workspace
-	fence        *local.Beneath
+	fence        *beneath.Root
 	dir          records.Dir
 	log          *slog.Logger
 	finishBranch func(branch string, keep bool) error

@@ -15,7 +15,8 @@ const (
 	// Seams are the interfaces and types every backend shares.
 	Seams
 	// Primitives are definitions built on the seams that every backend
-	// and transport shares: content versions.
+	// and transport shares: content versions, the resolution fence of
+	// writes beneath a directory.
 	Primitives
 	// Backends reach the disk or a database.
 	Backends
@@ -45,6 +46,7 @@ func Table() map[string]int {
 		"internal/shardcache":       Pure,
 		"provider/eol":              Pure,
 		"provider/version":          Primitives,
+		"internal/beneath":          Primitives,
 		"provider/providertest":     Backends,
 		"control/registry":          Pure,
 		"policy/kv":                 Seams,
@@ -71,5 +73,16 @@ func Table() map[string]int {
 		"bench/loopback":            Programs,
 		"integration":               Programs,
 		"integration/fsx":           Programs,
+	}
+}
+
+// Unreachable lists, for some packages, the module packages they must not
+// reach even through others (go list -deps): the transports serve the
+// workspace through the provider seam, and the program alone chooses the
+// host-disk backend.
+func Unreachable() map[string][]string {
+	return map[string][]string{
+		"fuse":    {"provider/local"},
+		"control": {"provider/local"},
 	}
 }

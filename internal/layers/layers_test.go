@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -79,4 +80,26 @@ func TestLayers_TransportsStayApart(t *testing.T) {
 		require.NotContains(t, []string{"overlay", "overlay/branch", "provider/local", "fuse", "internal/journal"}, d,
 			"control/mcp imports %s; it is a client of the socket", d)
 	}
+}
+
+// TestLayers_UnreachableStaysUnreached checks the table of Unreachable
+// against every dependency, direct or not, of its packages (test files
+// excluded).
+func TestLayers_UnreachableStaysUnreached(t *testing.T) {
+	var bad []string
+	for pkg, forbidden := range Unreachable() {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", Module+"/"+pkg)
+		cmd.Dir = "../.."
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		require.NoError(t, cmd.Run(), "go list: %s", errb.String())
+		deps := strings.Fields(out.String())
+		for _, f := range forbidden {
+			if slices.Contains(deps, Module+"/"+f) {
+				bad = append(bad, pkg+" reaches "+f)
+			}
+		}
+	}
+	sort.Strings(bad)
+	require.Empty(t, bad)
 }

@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/provider/version"
 )
 
 // Lower is the workspace a branch lies over: the host-disk backend
@@ -29,8 +30,26 @@ type Lower interface {
 	// Beneath gives the commit journal its primitive changes on
 	// workspace-relative paths: none leaves the root or follows a
 	// symbolic link.
-	Beneath() *local.Beneath
+	Beneath() *beneath.Root
 }
+
+// Upper is the file system of one branch's own files, rooted at the
+// branch's upper directory on the host disk (the mount and the commit use
+// those files directly; the program gives a local.FS). Publications into
+// it need not be fsynced: a file counts only once the branch's change log
+// records it.
+type Upper interface {
+	provider.FileSystem
+	// TargetForRel is the target of a clean upper-relative path.
+	TargetForRel(rel string) provider.Target
+	// Versioner computes the content versions of the upper's files.
+	Versioner() *version.Versioner
+	// Close releases the upper directory.
+	Close() error
+}
+
+// OpenUpper opens the Upper rooted at the existing directory dir.
+type OpenUpper func(dir string) (Upper, error)
 
 // maxCopyUp bounds the size of a file a branch copies up.
 const maxCopyUp = 1 << 30
@@ -44,8 +63,8 @@ type Branch struct {
 	created time.Time
 	owner   uint32 // uid that created it
 	lower   Lower
-	upper   *local.FS // rooted at dir/upper
-	prefix  string    // key namespace, "branch/NAME/"
+	upper   Upper  // rooted at dir/upper
+	prefix  string // key namespace, "branch/NAME/"
 
 	mu      sync.RWMutex
 	entries map[string]*entry

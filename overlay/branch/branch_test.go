@@ -3,6 +3,7 @@ package branch
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -358,4 +359,14 @@ func TestChanged_CountsTheFilesTheDiffLists(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("files: %+v", files)
 	assert.Equal(t, len(files), b.Changed())
+}
+
+// TestOpen_RequiresAnUpperOpener pins that the program chooses the
+// backend of branches' own files: Open without one refuses.
+func TestOpen_RequiresAnUpperOpener(t *testing.T) {
+	lfs, err := newLower(t.TempDir())
+	require.NoError(t, err)
+	defer lfs.Close()
+	_, err = Open(t.TempDir(), lfs, Options{Logger: slog.New(slog.DiscardHandler)})
+	require.ErrorContains(t, err, "Options.Upper is required")
 }

@@ -5,7 +5,6 @@ import (
 
 	"context"
 	"os"
-	"path/filepath"
 
 	"github.com/dshmount/dshmount/provider"
 )
@@ -122,11 +121,6 @@ func (b *Branch) changeSet() ChangeSet {
 		}
 	}
 	return cs
-}
-
-// hostPath is the host path of a workspace-relative path.
-func (m *Manager) hostPath(rel string) string {
-	return filepath.Join(m.lower.Root(), filepath.FromSlash(rel))
 }
 
 // sameModeAsWorkspace reports whether the workspace file rel has the

@@ -119,7 +119,7 @@ func assertClean(t *testing.T, e *env) {
 	des, err := os.ReadDir(e.m.journals.Path)
 	require.NoError(t, err)
 	assert.Empty(t, des, "no journal left")
-	_, err = os.Stat(e.m.hostPath(StagingDir))
+	_, err = os.Stat(filepath.Join(e.ws, StagingDir))
 	assert.True(t, os.IsNotExist(err), "no staging left")
 }
 

@@ -39,6 +39,9 @@ func newEnv(t testing.TB) *env {
 // open (re)opens the manager, as a daemon start does.
 func (e *env) open() {
 	e.t.Helper()
+	if e.opts.Upper == nil {
+		e.opts.Upper = openUpper
+	}
 	m, err := Open(e.state, e.lower, e.opts)
 	require.NoError(e.t, err)
 	e.m = m
@@ -134,6 +137,11 @@ func (e *env) snapshot() map[string]string {
 		return nil
 	}))
 	return out
+}
+
+// openUpper opens a branch's upper directory as cmd/dshmount serve does.
+func openUpper(dir string) (Upper, error) {
+	return local.New(dir, local.Options{Durability: local.DurabilityNone})
 }
 
 // newLower opens the workspace backend.

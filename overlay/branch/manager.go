@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
 )
 
 // StagingDir is the directory, in the workspace root, where a commit stages
@@ -33,6 +32,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Upper opens each branch's own files (required).
+	Upper OpenUpper
 
 	hooks testHooks
 }
@@ -51,6 +52,7 @@ type Manager struct {
 	journals records.Dir // <state>/branches.journal: the commits' journals, branch temp and trash
 	journal  *journal.Journal
 	lower    Lower
+	upper    OpenUpper
 	log      *slog.Logger
 	now      func() time.Time
 	hooks    testHooks
@@ -78,10 +80,13 @@ func Open(stateDir string, lower Lower, opts Options) (*Manager, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Upper == nil {
+		return nil, errors.New("branches: Options.Upper is required: it opens a branch's upper directory")
+	}
 	m := &Manager{
 		dir:      filepath.Join(stateDir, "branches"),
 		journals: records.Dir{Path: filepath.Join(stateDir, "branches.journal")},
-		lower:    lower, log: opts.Logger, now: opts.Now, hooks: opts.hooks,
+		lower:    lower, upper: opts.Upper, log: opts.Logger, now: opts.Now, hooks: opts.hooks,
 		branches: map[string]*Branch{},
 	}
 	for _, d := range []string{m.dir, m.journals.Path} {
@@ -157,7 +162,7 @@ func (m *Manager) load(name string) (*Branch, error) {
 		log.close()
 		return nil, fmt.Errorf("upper directory: %w", err)
 	}
-	upper, err := local.New(filepath.Join(dir, "upper"), local.Options{Durability: local.DurabilityNone})
+	upper, err := m.upper(filepath.Join(dir, "upper"))
 	if err != nil {
 		log.close()
 		return nil, fmt.Errorf("open upper directory: %w", err)
@@ -350,7 +355,7 @@ func (m *Manager) reset(b *Branch) error {
 		return err
 	}
 	_ = b.upper.Close()
-	upper, err := local.New(filepath.Join(b.dir, "upper"), local.Options{Durability: local.DurabilityNone})
+	upper, err := m.upper(filepath.Join(b.dir, "upper"))
 	if err != nil {
 		return fmt.Errorf("reopen upper directory: %w", err)
 	}

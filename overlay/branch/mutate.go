@@ -14,7 +14,6 @@ import (
 	"github.com/dshmount/dshmount/patch"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/eol"
-	"github.com/dshmount/dshmount/provider/local"
 	"github.com/dshmount/dshmount/provider/version"
 )
 
@@ -295,7 +294,7 @@ func (b *Branch) deleteLocked(ctx context.Context, op, rel string, expected *pro
 				"%s changed since you read it; read it again", rel)
 		}
 		var out provider.DeleteOutcome
-		if text, terr := b.lower.ReadText(ctx, lt); terr == nil && len(text) <= int(local.DefaultMaxBasisBytes) {
+		if text, terr := b.lower.ReadText(ctx, lt); terr == nil && len(text) <= int(provider.DefaultMaxBasisBytes) {
 			lf := eol.ToLF(text)
 			out.Before = &lf
 		}

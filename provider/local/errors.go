@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -45,7 +46,7 @@ func ioFailure(op, disp string, err error) *provider.Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return aborted(op, disp, err)
 	}
-	if errors.Is(err, errLinkSwapped) {
+	if errors.Is(err, beneath.ErrLinkSwapped) {
 		return provider.NewError(provider.CodeSandboxDenied, op, disp, err,
 			"a symbolic link replaced a directory or file on the path while the request ran; nothing behind it was touched, retry the request")
 	}

@@ -8,12 +8,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/version"
 )
-
-// DefaultMaxBasisBytes is the default bound of Before/SourceBefore texts.
-const DefaultMaxBasisBytes int64 = 8 << 20
 
 // defaultChunkSize is the read size of StreamText.
 const defaultChunkSize = 64 << 10
@@ -28,7 +26,7 @@ type Options struct {
 	// ProcessPathFromHostPath; they are mapped lexically and never touched.
 	Aliases []string
 	// MaxBasisBytes bounds the Before/SourceBefore texts of outcomes; a prior
-	// file larger than this gets a nil basis. Zero means DefaultMaxBasisBytes.
+	// file larger than this gets a nil basis. Zero means provider.DefaultMaxBasisBytes.
 	MaxBasisBytes int64
 	// Durability says whether publications and deletions are fsynced; the
 	// zero value, DurabilityFsync, fsyncs the temp file before the rename
@@ -53,8 +51,14 @@ const (
 // FS is the host-disk provider.FileSystem rooted at one workspace directory.
 // It is safe for concurrent use.
 type FS struct {
-	root     string   // canonical absolute root
-	rootFD   int      // O_PATH descriptor of root; all I/O is relative to it
+	root   string // canonical absolute root
+	rootFD int    // O_PATH descriptor of root; all I/O is relative to it
+	// fence opens every descriptor below rootFD through no symbolic link.
+	// A path handed to it has been resolved (its links expanded) and
+	// judged by the view already, so a link met now was swapped in since:
+	// following it would reach a file the decision never saw (a hidden or
+	// read-only one).
+	fence    *beneath.Root
 	prefixes []string // root, then the aliases, as cleaned absolute paths
 	vers     *version.Versioner
 	maxBasis int64
@@ -115,6 +119,7 @@ func New(root string, opts Options) (*FS, error) {
 	fs := &FS{
 		root:     canon,
 		rootFD:   fd,
+		fence:    beneath.New(fd, canon),
 		prefixes: []string{canon},
 		vers:     version.NewVersioner(opts.Digests),
 		maxBasis: opts.MaxBasisBytes,
@@ -123,7 +128,7 @@ func New(root string, opts Options) (*FS, error) {
 		chunk:    defaultChunkSize,
 	}
 	if fs.maxBasis <= 0 {
-		fs.maxBasis = DefaultMaxBasisBytes
+		fs.maxBasis = provider.DefaultMaxBasisBytes
 	}
 	if abs = filepath.Clean(abs); abs != canon {
 		// The spelling the caller used is an alias of the canonical root, so
@@ -142,6 +147,10 @@ func New(root string, opts Options) (*FS, error) {
 
 // Root returns the canonical absolute workspace root.
 func (fs *FS) Root() string { return fs.root }
+
+// Beneath returns the fenced primitives on root-relative paths (for the
+// commit journal): none leaves the root or follows a symbolic link.
+func (fs *FS) Beneath() *beneath.Root { return fs.fence }
 
 // Close releases the root descriptor. Calls after Close fail.
 func (fs *FS) Close() error {

@@ -40,7 +40,7 @@ func (fs *FS) versionAtRel(rel string, st *unix.Stat_t, follow bool) (provider.V
 	if !follow {
 		flags |= unix.O_NOFOLLOW
 	}
-	fd, err := fs.openBeneath(rel, flags, 0)
+	fd, err := fs.fence.Open(rel, flags, 0)
 	if err != nil {
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOENT) ||
 			errors.Is(err, unix.ELOOP) {

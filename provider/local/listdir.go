@@ -24,7 +24,7 @@ func (fs *FS) ListDir(ctx context.Context, t provider.Target) ([]provider.DirEnt
 	if err != nil {
 		return nil, err
 	}
-	dir, err := fs.openFile(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
+	dir, err := fs.fence.OpenFile(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOTDIR) {
 			return nil, provider.NewError(provider.CodeNotDirectory, op, t.DisplayPath, err,
@@ -77,7 +77,7 @@ func (fs *FS) dirEntry(dirFD int, dirRel string, c os.DirEntry) (provider.DirEnt
 			}
 			return e, nil // escaping, looping or dangling link: listed, never followed
 		}
-		lst, ok, err := fs.statRel(resolved)
+		lst, ok, err := fs.fence.StatTarget(resolved)
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			return e, err
 		}

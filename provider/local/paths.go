@@ -16,7 +16,7 @@ func (fs *FS) Lstat(ctx context.Context, p string, opts provider.ResolveOptions)
 	if err != nil {
 		return nil, err
 	}
-	st, ok, err := fs.lstatRel(rel)
+	st, ok, err := fs.fence.StatEntry(rel)
 	if err != nil {
 		return nil, ioFailure("lstat", p, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/eol"
 )
@@ -36,8 +37,8 @@ func (fs *FS) probeTarget(op string, t provider.Target) (*probe, error) {
 		return nil, notRegular(op, t.DisplayPath, "directory (the workspace root)")
 	}
 	p := &probe{op: op, disp: t.DisplayPath, rel: rel}
-	p.dirRel, p.name = splitRel(rel)
-	p.dir, err = fs.openFile(p.dirRel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	p.dirRel, p.name = beneath.Split(rel)
+	p.dir, err = fs.fence.OpenFile(p.dirRel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return p, nil
 	}

@@ -11,14 +11,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/provider"
 )
 
 // newFileMode is the mode of a created file, before the process umask.
 const newFileMode = 0o644
-
-// newDirMode is the mode of a created parent directory, before the umask.
-const newDirMode = 0o755
 
 // publishSpec describes one atomic publication.
 type publishSpec struct {
@@ -50,7 +48,7 @@ func (fs *FS) publish(ctx context.Context, p *probe, spec publishSpec) (publishe
 		return out, err
 	}
 	if p.dir == nil {
-		dir, err := fs.mkdirAll(p.dirRel)
+		dir, err := fs.fence.OpenDirAll(p.dirRel)
 		if err != nil {
 			return out, ioFailure(p.op, p.disp, err)
 		}
@@ -136,7 +134,7 @@ func createTemp(dirFD int, name string, like *unix.Stat_t) (string, *os.File, er
 // process may, the owner of like or, for a new file, of its directory.
 func adoptAttrs(fd, dirFD int, like *unix.Stat_t) error {
 	if like == nil {
-		inheritOwner(fd, dirFD)
+		beneath.InheritOwner(fd, dirFD)
 		return nil
 	}
 	if err := retryEINTR0(func() error { return unix.Fchmod(fd, like.Mode&0o1777) }); err != nil {
@@ -147,16 +145,6 @@ func adoptAttrs(fd, dirFD int, like *unix.Stat_t) error {
 		_ = unix.Fchown(fd, int(like.Uid), int(like.Gid))
 	}
 	return nil
-}
-
-// inheritOwner gives a file created by a root daemon the owner of its
-// directory, so a person's workspace does not fill with root-owned files.
-func inheritOwner(fd, dirFD int) {
-	var dir unix.Stat_t
-	if unix.Geteuid() != 0 || unix.Fstat(dirFD, &dir) != nil || dir.Uid == 0 && dir.Gid == 0 {
-		return
-	}
-	_ = unix.Fchown(fd, int(dir.Uid), int(dir.Gid))
 }
 
 // stageContent writes the temp file and, with sync, fsyncs it.
@@ -203,41 +191,4 @@ func linkNoReplace(dirFD int, tmp, name string) error {
 		return err
 	}
 	return retryEINTR0(func() error { return unix.Unlinkat(dirFD, tmp, 0) })
-}
-
-// mkdirAll opens the directory rel, creating missing components one at a
-// time, each relative to its parent's descriptor and without following
-// symbolic links.
-func (fs *FS) mkdirAll(rel string) (*os.File, error) {
-	if f, err := fs.openFile(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0); !errors.Is(err, unix.ENOENT) {
-		return f, err
-	}
-	cur, err := fs.openFile(".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, err
-	}
-	how := &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	for _, c := range components(rel) {
-		curFD := int(cur.Fd())
-		fd, err := retryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
-		if errors.Is(err, unix.ENOENT) {
-			err = retryEINTR0(func() error { return unix.Mkdirat(curFD, c, newDirMode) })
-			created := err == nil
-			if created || errors.Is(err, unix.EEXIST) {
-				fd, err = retryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
-			}
-			if created && err == nil {
-				inheritOwner(fd, curFD)
-			}
-		}
-		cur.Close()
-		if err != nil {
-			return nil, pathErr("mkdirat", rel, err)
-		}
-		cur = os.NewFile(uintptr(fd), c)
-	}
-	return cur, nil
 }

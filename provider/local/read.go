@@ -24,7 +24,7 @@ func (fs *FS) Stat(ctx context.Context, t provider.Target) (*provider.Info, erro
 	if err != nil {
 		return nil, err
 	}
-	st, ok, err := fs.statRel(rel)
+	st, ok, err := fs.fence.StatTarget(rel)
 	if err != nil {
 		return nil, ioFailure("stat", t.DisplayPath, err)
 	}
@@ -49,7 +49,7 @@ func (fs *FS) openRegular(ctx context.Context, op string, t provider.Target) (*o
 	if err != nil {
 		return nil, st, err
 	}
-	fd, err := fs.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	fd, err := fs.fence.Open(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, st, provider.NewError(provider.CodeNotFound, op, t.DisplayPath, err,

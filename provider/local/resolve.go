@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dshmount/dshmount/internal/beneath"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -251,7 +252,7 @@ func (fs *FS) walk(op, disp string, comps []string, followFinal bool) (string, e
 		if links > maxSymlinks {
 			return "", ioFailure(op, disp, pathErr("resolve", abs, unix.ELOOP))
 		}
-		target, err := readlinkAt(dirFD, c)
+		target, err := beneath.ReadlinkAt(dirFD, c)
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
 			// No longer a link: swapped since the lstat. Look at the
 			// component again (the link count bounds the retries).
@@ -300,7 +301,7 @@ func (d *walkDir) open(cur []string) (int, error) {
 		d.fd, d.owned = d.fs.rootFD, false
 		return d.fd, nil
 	}
-	fd, err := d.fs.openBeneath(strings.Join(cur, "/"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	fd, err := d.fs.fence.Open(strings.Join(cur, "/"), unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return -1, err
 	}
@@ -338,19 +339,4 @@ func (d *walkDir) close() {
 		_ = unix.Close(d.fd)
 	}
 	d.owned = false
-}
-
-// readlinkAt returns the target of the symbolic link at rel below dirFD.
-func readlinkAt(dirFD int, rel string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := retryEINTR(func() (int, error) { return unix.Readlinkat(dirFD, rel, buf) })
-		if err != nil {
-			return "", err
-		}
-		if n < len(buf) {
-			return string(buf[:n]), nil
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 }

@@ -211,7 +211,7 @@ func (w *treeWatcher) Close() error {
 // addWatch watches the directory rel. A full watch table is raised once as
 // root, else reported with the fix.
 func (w *treeWatcher) addWatch(rel string) error {
-	dfd, err := w.fs.openBeneath(rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+	dfd, err := w.fs.fence.Open(rel, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func (w *treeWatcher) scan(rel string, into map[string]TreeStat, found func(stri
 		}
 		return 0, ioFailure("watch tree", rel, err)
 	}
-	fd, err := w.fs.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := w.fs.fence.Open(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return 0, nil
@@ -581,7 +581,7 @@ func (w *treeWatcher) renamed(out []TreeEvent, from, to string) []TreeEvent {
 	delete(w.marks, from)
 	delete(w.marks, to)
 	ev := TreeEvent{Kind: TreeRenamed, Path: from, To: to, Dir: old.isDir()}
-	if st, ok, err := w.fs.lstatRel(to); err == nil && ok {
+	if st, ok, err := w.fs.fence.StatEntry(to); err == nil && ok {
 		ts := treeStatOf(&st)
 		w.snap[to] = ts
 		ev.Stat = &ts
@@ -615,7 +615,7 @@ func (w *treeWatcher) createdBelow(out []TreeEvent, dir string) []TreeEvent {
 // classify compares one pending path with the snapshot.
 func (w *treeWatcher) classify(out []TreeEvent, p string, modified bool) []TreeEvent {
 	old, had := w.snap[p]
-	st, ok, err := w.fs.lstatRel(p)
+	st, ok, err := w.fs.fence.StatEntry(p)
 	if err != nil {
 		ok = false
 	}
@@ -734,7 +734,7 @@ func (w *treeWatcher) rescan() []TreeEvent {
 // cached. A tree watcher's consumer uses it so that watching never hashes
 // files (nor fills the digest cache) behind the guards' backs.
 func (fs *FS) CachedVersion(rel string) (provider.Version, bool) {
-	st, ok, err := fs.lstatRel(rel)
+	st, ok, err := fs.fence.StatEntry(rel)
 	if err != nil || !ok {
 		return "", false
 	}

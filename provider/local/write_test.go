@@ -121,7 +121,7 @@ func TestWrite_RenameFallbackRefusesExisting(t *testing.T) {
 	fs, root := newTestFS(t, Options{})
 	put(t, root, "tmp", "staged")
 	put(t, root, "dst", "existing")
-	dir, err := fs.openFile(".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	dir, err := fs.fence.OpenFile(".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	require.NoError(t, err)
 	defer dir.Close()
 	fd := int(dir.Fd())

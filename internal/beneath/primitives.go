@@ -1,4 +1,4 @@
-package local
+package beneath
 
 import (
 	"errors"
@@ -9,26 +9,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Beneath makes primitive changes to root-relative paths of a workspace:
-// every path is resolved from the root's descriptor with openat2
-// (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), so no call leaves the root or
-// follows a symbolic link, whatever was swapped into the path (such a path
-// fails with ELOOP or EXDEV). It is the way in for writers that act on
-// paths rather than versions: the commit journal of branches and atomic
-// patches.
-type Beneath struct{ fs *FS }
-
-// Beneath returns the workspace's fenced primitives.
-func (fs *FS) Beneath() *Beneath { return &Beneath{fs: fs} }
+// The primitives below are the way in for writers that act on paths
+// rather than versions: the commit journal of branches and atomic patches.
+// Each resolves its path's parent through Open, so none leaves the
+// directory or follows a symbolic link.
 
 // parent opens the directory holding rel and returns it with rel's base
 // name; the caller closes the descriptor.
-func (b *Beneath) parent(rel string) (int, string, error) {
-	dir, name := splitRel(rel)
+func (r *Root) parent(rel string) (int, string, error) {
+	dir, name := Split(rel)
 	if name == "" || name == "." || name == ".." {
 		return -1, "", pathErr("openat2", rel, unix.EINVAL)
 	}
-	fd, err := b.fs.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	fd, err := r.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return -1, "", err
 	}
@@ -36,13 +29,13 @@ func (b *Beneath) parent(rel string) (int, string, error) {
 }
 
 // Rename renames from to to, replacing a file at to.
-func (b *Beneath) Rename(from, to string) error {
-	fromDir, fromName, err := b.parent(from)
+func (r *Root) Rename(from, to string) error {
+	fromDir, fromName, err := r.parent(from)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fromDir)
-	toDir, toName, err := b.parent(to)
+	toDir, toName, err := r.parent(to)
 	if err != nil {
 		return err
 	}
@@ -54,8 +47,8 @@ func (b *Beneath) Rename(from, to string) error {
 }
 
 // Remove removes the file, symbolic link or empty directory rel.
-func (b *Beneath) Remove(rel string) error {
-	dir, name, err := b.parent(rel)
+func (r *Root) Remove(rel string) error {
+	dir, name, err := r.parent(rel)
 	if err != nil {
 		return err
 	}
@@ -72,29 +65,29 @@ func (b *Beneath) Remove(rel string) error {
 
 // RemoveAll removes rel and everything below it; a missing rel is no
 // error. Symbolic links below it are removed, never followed.
-func (b *Beneath) RemoveAll(rel string) error {
-	err := b.Remove(rel)
+func (r *Root) RemoveAll(rel string) error {
+	err := r.Remove(rel)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
 		return err
 	}
-	names, err := b.ReadDir(rel)
+	names, err := r.ReadDir(rel)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		if err := b.RemoveAll(rel + "/" + name); err != nil {
+		if err := r.RemoveAll(rel + "/" + name); err != nil {
 			return err
 		}
 	}
-	return ignoreNotExist(b.Remove(rel))
+	return ignoreNotExist(r.Remove(rel))
 }
 
 // ReadDir lists the names in the directory rel.
-func (b *Beneath) ReadDir(rel string) ([]string, error) {
-	f, err := b.fs.openFile(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+func (r *Root) ReadDir(rel string) ([]string, error) {
+	f, err := r.OpenFile(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +106,8 @@ const modeBits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
 // Mkdir makes the directory rel with the mode bits perm (permissions,
 // set-id and sticky; not filtered by the umask); an existing one is
 // fs.ErrExist.
-func (b *Beneath) Mkdir(rel string, perm os.FileMode) error {
-	dir, name, err := b.parent(rel)
+func (r *Root) Mkdir(rel string, perm os.FileMode) error {
+	dir, name, err := r.parent(rel)
 	if err != nil {
 		return err
 	}
@@ -124,7 +117,7 @@ func (b *Beneath) Mkdir(rel string, perm os.FileMode) error {
 	}
 	// mkdirat applied the umask; set the bits through the new directory's
 	// own descriptor, never through a name something could replace.
-	f, err := b.fs.openFile(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	f, err := r.OpenFile(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
@@ -136,8 +129,8 @@ func (b *Beneath) Mkdir(rel string, perm os.FileMode) error {
 }
 
 // MkdirAll makes the directory rel and its missing parents.
-func (b *Beneath) MkdirAll(rel string) error {
-	f, err := b.fs.mkdirAll(rel)
+func (r *Root) MkdirAll(rel string) error {
+	f, err := r.OpenDirAll(rel)
 	if err != nil {
 		return err
 	}
@@ -146,13 +139,13 @@ func (b *Beneath) MkdirAll(rel string) error {
 
 // Link makes name a new hard link to the file existing (a symbolic link
 // itself, never its target).
-func (b *Beneath) Link(existing, name string) error {
-	fromDir, fromName, err := b.parent(existing)
+func (r *Root) Link(existing, name string) error {
+	fromDir, fromName, err := r.parent(existing)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fromDir)
-	toDir, toName, err := b.parent(name)
+	toDir, toName, err := r.parent(name)
 	if err != nil {
 		return err
 	}
@@ -164,8 +157,8 @@ func (b *Beneath) Link(existing, name string) error {
 }
 
 // Symlink makes name a symbolic link to target.
-func (b *Beneath) Symlink(target, name string) error {
-	dir, base, err := b.parent(name)
+func (r *Root) Symlink(target, name string) error {
+	dir, base, err := r.parent(name)
 	if err != nil {
 		return err
 	}
@@ -179,8 +172,8 @@ func (b *Beneath) Symlink(target, name string) error {
 // WriteFile creates the new file rel (it must not exist) with data and
 // the mode bits perm (permissions, set-id and sticky; not filtered by the
 // umask).
-func (b *Beneath) WriteFile(rel string, data []byte, perm os.FileMode) error {
-	f, err := b.fs.openFile(rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, uint32(perm.Perm()))
+func (r *Root) WriteFile(rel string, data []byte, perm os.FileMode) error {
+	f, err := r.OpenFile(rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, uint32(perm.Perm()))
 	if err != nil {
 		return err
 	}
@@ -195,8 +188,8 @@ func (b *Beneath) WriteFile(rel string, data []byte, perm os.FileMode) error {
 
 // Lstat returns the mode of the entry rel itself (a symbolic link is
 // not followed); a missing rel is fs.ErrNotExist.
-func (b *Beneath) Lstat(rel string) (os.FileMode, error) {
-	st, ok, err := b.fs.lstatRel(rel)
+func (r *Root) Lstat(rel string) (os.FileMode, error) {
+	st, ok, err := r.StatEntry(rel)
 	if err != nil {
 		return 0, err
 	}
@@ -207,13 +200,13 @@ func (b *Beneath) Lstat(rel string) (os.FileMode, error) {
 }
 
 // Readlink returns the target of the symbolic link rel.
-func (b *Beneath) Readlink(rel string) (string, error) {
-	dir, name, err := b.parent(rel)
+func (r *Root) Readlink(rel string) (string, error) {
+	dir, name, err := r.parent(rel)
 	if err != nil {
 		return "", err
 	}
 	defer unix.Close(dir)
-	target, err := readlinkAt(dir, name)
+	target, err := ReadlinkAt(dir, name)
 	if err != nil {
 		return "", pathErr("readlinkat", rel, err)
 	}
@@ -221,14 +214,14 @@ func (b *Beneath) Readlink(rel string) (string, error) {
 }
 
 // Sync flushes the filesystem holding the workspace (syncfs).
-func (b *Beneath) Sync() error {
-	fd, err := b.fs.openBeneath(".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+func (r *Root) Sync() error {
+	fd, err := r.Open(".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
 	if err := unix.Syncfs(fd); err != nil {
-		return fmt.Errorf("syncfs %s: %w", b.fs.root, err)
+		return fmt.Errorf("syncfs %s: %w", r.path, err)
 	}
 	return nil
 }

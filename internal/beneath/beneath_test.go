@@ -1,4 +1,4 @@
-package local
+package beneath
 
 import (
 	"errors"
@@ -15,12 +15,11 @@ import (
 // root) and through "..": each fails and the outside directory is
 // unchanged.
 func TestBeneath_NoPrimitiveFollowsALinkOrLeavesTheRoot(t *testing.T) {
-	fs, root := newTestFS(t, Options{})
+	root, b := newTestRoot(t)
 	outside := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(outside, "f"), []byte("outside"), 0o644))
 	require.NoError(t, os.Symlink(outside, filepath.Join(root, "link")))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "f"), []byte("inside"), 0o644))
-	b := fs.Beneath()
 
 	for name, call := range map[string]func() error{
 		"rename into":   func() error { return b.Rename("f", "link/g") },
@@ -55,8 +54,7 @@ func TestBeneath_NoPrimitiveFollowsALinkOrLeavesTheRoot(t *testing.T) {
 
 // TestBeneath_PrimitivesWorkInsideTheRoot pins what each primitive does.
 func TestBeneath_PrimitivesWorkInsideTheRoot(t *testing.T) {
-	fs, root := newTestFS(t, Options{})
-	b := fs.Beneath()
+	root, b := newTestRoot(t)
 	require.NoError(t, b.MkdirAll("a/b"))
 	require.NoError(t, b.WriteFile("a/b/f", []byte("data"), 0o600))
 	mode, err := b.Lstat("a/b/f")
@@ -103,4 +101,14 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// newTestRoot returns a temporary directory and the calls beneath it.
+func newTestRoot(t *testing.T) (string, *Root) {
+	t.Helper()
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	return dir, New(fd, dir)
 }
