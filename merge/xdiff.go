@@ -2,6 +2,7 @@ package merge
 
 import (
 	"bytes"
+	"hash/maphash"
 	"math"
 )
 
@@ -80,26 +81,94 @@ type diffEnv struct {
 }
 
 // classify gives every line of every text its class: lines with equal
-// bytes share one. Class numbers only ever compare for equality.
+// bytes share one. Class numbers only ever compare for equality. The texts
+// after the first are mostly the first with a few changes (the sides of a
+// merge against their base): the lines they share with it at both ends
+// take its classes by a byte comparison, and only the lines between are
+// looked up.
 func classify(texts ...[][]byte) (ids [][]int, nclass int) {
-	n := 0
-	for _, t := range texts {
-		n += len(t)
+	c := newClassifier(len(texts[0]))
+	ids = make([][]int, len(texts))
+	first := texts[0]
+	ids[0] = make([]int, len(first))
+	for i, r := range first {
+		ids[0][i] = c.class(r)
 	}
-	classes := make(map[string]int, n)
-	for _, t := range texts {
+	for k, t := range texts[1:] {
 		id := make([]int, len(t))
-		for i, r := range t {
-			c, ok := classes[string(r)]
-			if !ok {
-				c = len(classes)
-				classes[string(r)] = c
-			}
-			id[i] = c
+		lim := min(len(first), len(t))
+		head := 0
+		for head < lim && bytes.Equal(first[head], t[head]) {
+			id[head] = ids[0][head]
+			head++
 		}
-		ids = append(ids, id)
+		tail := 0
+		for tail < lim-head && bytes.Equal(first[len(first)-1-tail], t[len(t)-1-tail]) {
+			id[len(t)-1-tail] = ids[0][len(first)-1-tail]
+			tail++
+		}
+		for i := head; i < len(t)-tail; i++ {
+			id[i] = c.class(t[i])
+		}
+		ids[k+1] = id
 	}
-	return ids, len(classes)
+	return ids, len(c.reps)
+}
+
+// classifier numbers distinct lines: an open-addressing table of class
+// numbers keyed by each line's hash, hashed once; a hit is confirmed by the
+// hash and then the bytes of the class's first line.
+type classifier struct {
+	seed   maphash.Seed
+	table  []int32  // class+1 at each slot, 0 when empty
+	mask   uint64   // len(table)-1, a power of two minus one
+	hashes []uint64 // the hash of each class
+	reps   [][]byte // the first line of each class
+}
+
+// newClassifier returns a classifier sized for about hint lines.
+func newClassifier(hint int) *classifier {
+	size := 64
+	for size < 2*hint {
+		size <<= 1
+	}
+	return &classifier{seed: maphash.MakeSeed(), table: make([]int32, size), mask: uint64(size - 1),
+		hashes: make([]uint64, 0, hint), reps: make([][]byte, 0, hint)}
+}
+
+// class returns the class of line, giving it a new one if no equal line
+// came before.
+func (c *classifier) class(line []byte) int {
+	h := maphash.Bytes(c.seed, line)
+	for i := h & c.mask; ; i = (i + 1) & c.mask {
+		slot := c.table[i]
+		if slot == 0 {
+			id := len(c.reps)
+			c.table[i] = int32(id + 1)
+			c.hashes = append(c.hashes, h)
+			c.reps = append(c.reps, line)
+			if 2*len(c.reps) > len(c.table) {
+				c.grow()
+			}
+			return id
+		}
+		if id := int(slot - 1); c.hashes[id] == h && bytes.Equal(c.reps[id], line) {
+			return id
+		}
+	}
+}
+
+// grow doubles the table, keeping it at most half full.
+func (c *classifier) grow() {
+	c.table = make([]int32, 2*len(c.table))
+	c.mask = uint64(len(c.table) - 1)
+	for id, h := range c.hashes {
+		i := h & c.mask
+		for c.table[i] != 0 {
+			i = (i + 1) & c.mask
+		}
+		c.table[i] = int32(id + 1)
+	}
 }
 
 // newDiffEnv prepares a diff of a against b, given their line classes.
