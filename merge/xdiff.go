@@ -25,13 +25,17 @@ const (
 // side is one file of a two-way diff.
 type side struct {
 	recs [][]byte // lines, each with its terminator
-	ha   []int    // class of each line: equal bytes, equal class
 	rchg []bool   // changed flags, offset by one so index -1 and nrec exist
 
 	dstart, dend int   // the part left after trimming common ends
+	ha           []int // class of each line of that part, from dstart
 	rindex       []int // line number of each record kept for Myers
 	haeff        []int // class of each record kept for Myers
 }
+
+// same reports whether lines i and j hold equal bytes (xdiff compares
+// their classes, which is the same).
+func (s *side) same(i, j int) bool { return bytes.Equal(s.recs[i], s.recs[j]) }
 
 func (s *side) nrec() int { return len(s.recs) }
 
@@ -77,47 +81,12 @@ func bogosqrt(n int) int {
 // diffEnv holds both sides of one diff, prepared as xdl_prepare_env does.
 type diffEnv struct {
 	a, b       side
-	len1, len2 []int // per class: how many lines of a, of b
-}
-
-// classify gives every line of every text its class: lines with equal
-// bytes share one. Class numbers only ever compare for equality. The texts
-// after the first are mostly the first with a few changes (the sides of a
-// merge against their base): the lines they share with it at both ends
-// take its classes by a byte comparison, and only the lines between are
-// looked up.
-func classify(texts ...[][]byte) (ids [][]int, nclass int) {
-	c := newClassifier(len(texts[0]))
-	ids = make([][]int, len(texts))
-	first := texts[0]
-	ids[0] = make([]int, len(first))
-	for i, r := range first {
-		ids[0][i] = c.class(r)
-	}
-	for k, t := range texts[1:] {
-		id := make([]int, len(t))
-		lim := min(len(first), len(t))
-		head := 0
-		for head < lim && bytes.Equal(first[head], t[head]) {
-			id[head] = ids[0][head]
-			head++
-		}
-		tail := 0
-		for tail < lim-head && bytes.Equal(first[len(first)-1-tail], t[len(t)-1-tail]) {
-			id[len(t)-1-tail] = ids[0][len(first)-1-tail]
-			tail++
-		}
-		for i := head; i < len(t)-tail; i++ {
-			id[i] = c.class(t[i])
-		}
-		ids[k+1] = id
-	}
-	return ids, len(c.reps)
+	len1, len2 []int // per class of the middle parts: how many lines of a, of b
 }
 
 // classifier numbers distinct lines: an open-addressing table of class
-// numbers keyed by each line's hash, hashed once; a hit is confirmed by the
-// hash and then the bytes of the class's first line.
+// numbers keyed by each line's hash; a hit is confirmed by the hash and
+// then the bytes of the class's first line.
 type classifier struct {
 	seed   maphash.Seed
 	table  []int32  // class+1 at each slot, 0 when empty
@@ -140,22 +109,42 @@ func newClassifier(hint int) *classifier {
 // came before.
 func (c *classifier) class(line []byte) int {
 	h := maphash.Bytes(c.seed, line)
+	if id, ok := c.find(h, line); ok {
+		return id
+	}
+	id := len(c.reps)
+	c.hashes = append(c.hashes, h)
+	c.reps = append(c.reps, line)
+	c.place(h, id)
+	if 2*len(c.reps) > len(c.table) {
+		c.grow()
+	}
+	return id
+}
+
+// lookup returns the class of line, if an equal line has one.
+func (c *classifier) lookup(line []byte) (int, bool) {
+	return c.find(maphash.Bytes(c.seed, line), line)
+}
+
+func (c *classifier) find(h uint64, line []byte) (int, bool) {
 	for i := h & c.mask; ; i = (i + 1) & c.mask {
 		slot := c.table[i]
 		if slot == 0 {
-			id := len(c.reps)
-			c.table[i] = int32(id + 1)
-			c.hashes = append(c.hashes, h)
-			c.reps = append(c.reps, line)
-			if 2*len(c.reps) > len(c.table) {
-				c.grow()
-			}
-			return id
+			return 0, false
 		}
 		if id := int(slot - 1); c.hashes[id] == h && bytes.Equal(c.reps[id], line) {
-			return id
+			return id, true
 		}
 	}
+}
+
+func (c *classifier) place(h uint64, id int) {
+	i := h & c.mask
+	for c.table[i] != 0 {
+		i = (i + 1) & c.mask
+	}
+	c.table[i] = int32(id + 1)
 }
 
 // grow doubles the table, keeping it at most half full.
@@ -163,28 +152,51 @@ func (c *classifier) grow() {
 	c.table = make([]int32, 2*len(c.table))
 	c.mask = uint64(len(c.table) - 1)
 	for id, h := range c.hashes {
-		i := h & c.mask
-		for c.table[i] != 0 {
-			i = (i + 1) & c.mask
-		}
-		c.table[i] = int32(id + 1)
+		c.place(h, id)
 	}
 }
 
-// newDiffEnv prepares a diff of a against b, given their line classes.
-func newDiffEnv(a, b [][]byte, ha, hb []int, nclass int) *diffEnv {
+// newDiffEnv prepares a diff of a against b as xdl_prepare_env does. Only
+// the lines left between the common ends take part in the cleanup and the
+// Myers run, so only they get classes; every other line is hashed once to
+// count, per class, how many lines of each file hold it (xdiff's len1 and
+// len2, which the cleanup reads). A small change in a large file so costs
+// a hash per line, not a table entry per line.
+func newDiffEnv(a, b [][]byte) *diffEnv {
 	e := &diffEnv{
-		a:    side{recs: a, ha: ha, rchg: make([]bool, len(a)+2), dstart: 0, dend: len(a) - 1},
-		b:    side{recs: b, ha: hb, rchg: make([]bool, len(b)+2), dstart: 0, dend: len(b) - 1},
-		len1: make([]int, nclass), len2: make([]int, nclass),
-	}
-	for _, c := range ha {
-		e.len1[c]++
-	}
-	for _, c := range hb {
-		e.len2[c]++
+		a: side{recs: a, rchg: make([]bool, len(a)+2), dstart: 0, dend: len(a) - 1},
+		b: side{recs: b, rchg: make([]bool, len(b)+2), dstart: 0, dend: len(b) - 1},
 	}
 	e.trimEnds()
+	mid1, mid2 := a[e.a.dstart:e.a.dend+1], b[e.b.dstart:e.b.dend+1]
+	c := newClassifier(len(mid1) + len(mid2))
+	e.a.ha, e.b.ha = make([]int, len(mid1)), make([]int, len(mid2))
+	for i, r := range mid1 {
+		e.a.ha[i] = c.class(r)
+	}
+	for i, r := range mid2 {
+		e.b.ha[i] = c.class(r)
+	}
+	e.len1, e.len2 = make([]int, len(c.reps)), make([]int, len(c.reps))
+	for _, id := range e.a.ha {
+		e.len1[id]++
+	}
+	for _, id := range e.b.ha {
+		e.len2[id]++
+	}
+	// The common ends hold the same lines in a and in b.
+	count := func(lines [][]byte) {
+		for _, r := range lines {
+			if id, ok := c.lookup(r); ok {
+				e.len1[id]++
+				e.len2[id]++
+			}
+		}
+	}
+	if len(c.reps) > 0 {
+		count(a[:e.a.dstart])
+		count(a[e.a.dend+1:])
+	}
 	e.cleanupRecords()
 	return e
 }
@@ -192,10 +204,11 @@ func newDiffEnv(a, b [][]byte, ha, hb []int, nclass int) *diffEnv {
 // trimEnds is xdl_trim_ends: common first and last lines take no part in
 // the Myers run.
 func (e *diffEnv) trimEnds() {
-	lim := min(e.a.nrec(), e.b.nrec())
+	a, b := e.a.recs, e.b.recs
+	lim := min(len(a), len(b))
 	i := 0
 	for ; i < lim; i++ {
-		if e.a.ha[i] != e.b.ha[i] {
+		if !bytes.Equal(a[i], b[i]) {
 			break
 		}
 	}
@@ -203,12 +216,12 @@ func (e *diffEnv) trimEnds() {
 	lim -= i
 	j := 0
 	for ; j < lim; j++ {
-		if e.a.ha[e.a.nrec()-1-j] != e.b.ha[e.b.nrec()-1-j] {
+		if !bytes.Equal(a[len(a)-1-j], b[len(b)-1-j]) {
 			break
 		}
 	}
-	e.a.dend = e.a.nrec() - j - 1
-	e.b.dend = e.b.nrec() - j - 1
+	e.a.dend = len(a) - j - 1
+	e.b.dend = len(b) - j - 1
 }
 
 // cleanupRecords is xdl_cleanup_records: lines with no match on the other
@@ -221,7 +234,7 @@ func (e *diffEnv) cleanupRecords() {
 		s.rindex = make([]int, 0, s.dend-s.dstart+1)
 		s.haeff = make([]int, 0, s.dend-s.dstart+1)
 		for i := s.dstart; i <= s.dend; i++ {
-			nm := other[s.ha[i]]
+			nm := other[s.ha[i-s.dstart]]
 			switch {
 			case nm == 0:
 				dis[i] = 0
@@ -234,7 +247,7 @@ func (e *diffEnv) cleanupRecords() {
 		for i := s.dstart; i <= s.dend; i++ {
 			if dis[i] == 1 || (dis[i] == 2 && !cleanMmatch(dis, i, s.dstart, s.dend)) {
 				s.rindex = append(s.rindex, i)
-				s.haeff = append(s.haeff, s.ha[i])
+				s.haeff = append(s.haeff, s.ha[i-s.dstart])
 			} else {
 				s.setChanged(i, true)
 			}
@@ -558,7 +571,7 @@ func groupPrevious(s *side, g *group) bool {
 }
 
 func groupSlideDown(s *side, g *group) bool {
-	if g.end < s.nrec() && s.ha[g.start] == s.ha[g.end] {
+	if g.end < s.nrec() && s.same(g.start, g.end) {
 		s.setChanged(g.start, false)
 		g.start++
 		s.setChanged(g.end, true)
@@ -572,7 +585,7 @@ func groupSlideDown(s *side, g *group) bool {
 }
 
 func groupSlideUp(s *side, g *group) bool {
-	if g.start > 0 && s.ha[g.start-1] == s.ha[g.end-1] {
+	if g.start > 0 && s.same(g.start-1, g.end-1) {
 		g.start--
 		s.setChanged(g.start, true)
 		g.end--
@@ -656,13 +669,7 @@ func (e *diffEnv) script() []change {
 // diffLines returns git's edit script from a to b, as merge-file computes
 // it: prepare, Myers, compact both ways, build the script.
 func diffLines(a, b [][]byte) []change {
-	ids, n := classify(a, b)
-	return diffClassified(a, b, ids[0], ids[1], n)
-}
-
-// diffClassified is diffLines for lines already classified.
-func diffClassified(a, b [][]byte, ha, hb []int, nclass int) []change {
-	e := newDiffEnv(a, b, ha, hb, nclass)
+	e := newDiffEnv(a, b)
 	e.diff()
 	compact(&e.a, &e.b)
 	compact(&e.b, &e.a)
