@@ -383,8 +383,12 @@ func unquote(q string) string {
 			}
 			i += 2
 		case c < utf8.RuneSelf:
-			b.WriteByte(c)
-			i++
+			j := i + 1 // a run of plain ASCII is copied at once
+			for j < len(q) && q[j] != '\\' && q[j] < utf8.RuneSelf {
+				j++
+			}
+			b.WriteString(q[i:j])
+			i = j
 		default:
 			r, size := utf8.DecodeRuneInString(q[i:])
 			if r == utf8.RuneError && size == 1 {
