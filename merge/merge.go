@@ -59,7 +59,8 @@ func (r Result) Clean() bool { return len(r.Conflicts) == 0 }
 // `git merge-file -p ours base theirs` does: the same clean/conflict
 // decision, the same bytes.
 func Merge(base, ours, theirs []byte, opts Options) Result {
-	b, o, t := splitLines(base), splitLines(ours), splitLines(theirs)
+	b := splitLines(base)
+	o, t := splitLike(ours, base, b), splitLike(theirs, base, b)
 	x1 := diffLines(b, o)
 	x2 := diffLines(b, t)
 	if len(x1) == 0 {

@@ -2,6 +2,7 @@ package merge
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 )
@@ -67,6 +68,61 @@ func splitLines(text []byte) [][]byte {
 		text = text[n:]
 	}
 	return recs
+}
+
+// splitLike is splitLines(text) for a text that is mostly base (baseLines
+// are its lines): the whole lines both share at the start and at the end
+// are found by comparing bytes and taken from baseLines (equal bytes), and
+// only the lines between are split.
+func splitLike(text, base []byte, baseLines [][]byte) [][]byte {
+	head := commonPrefix(text, base)
+	head = bytes.LastIndexByte(text[:head], '\n') + 1 // whole lines
+	rest, baseRest := text[head:], base[head:]
+	tail := commonSuffix(rest, baseRest)
+	// The shared end starts after a newline inside it: whole lines in both.
+	if tail < len(rest) || tail < len(baseRest) {
+		if nl := bytes.IndexByte(rest[len(rest)-tail:], '\n'); nl >= 0 {
+			tail -= nl + 1
+		} else {
+			tail = 0
+		}
+	}
+	nHead := bytes.Count(base[:head], []byte{'\n'})
+	nTail := 0
+	if tail > 0 {
+		end := baseRest[len(baseRest)-tail:]
+		nTail = bytes.Count(end, []byte{'\n'})
+		if end[len(end)-1] != '\n' {
+			nTail++ // a last line without a newline
+		}
+	}
+	mid := splitLines(rest[:len(rest)-tail])
+	out := make([][]byte, 0, nHead+len(mid)+nTail)
+	out = append(out, baseLines[:nHead]...)
+	out = append(out, mid...)
+	return append(out, baseLines[len(baseLines)-nTail:]...)
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n && binary.LittleEndian.Uint64(a[i:]) == binary.LittleEndian.Uint64(b[i:]); i += 8 {
+	}
+	for ; i < n && a[i] == b[i]; i++ {
+	}
+	return i
+}
+
+// commonSuffix is the length of the longest common suffix of a and b.
+func commonSuffix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n && binary.LittleEndian.Uint64(a[len(a)-i-8:]) == binary.LittleEndian.Uint64(b[len(b)-i-8:]); i += 8 {
+	}
+	for ; i < n && a[len(a)-1-i] == b[len(b)-1-i]; i++ {
+	}
+	return i
 }
 
 // bogosqrt is xdl_bogosqrt, git's shift-based square root approximation.
@@ -184,9 +240,18 @@ func newDiffEnv(a, b [][]byte) *diffEnv {
 	for _, id := range e.b.ha {
 		e.len2[id]++
 	}
-	// The common ends hold the same lines in a and in b.
+	// The common ends hold the same lines in a and in b. A line whose
+	// length no middle line has (modulo the set's size) is not looked up.
+	var lens [16]uint64
+	for _, r := range c.reps {
+		n := len(r) % 1024
+		lens[n/64] |= 1 << (n % 64)
+	}
 	count := func(lines [][]byte) {
 		for _, r := range lines {
+			if n := len(r) % 1024; lens[n/64]&(1<<(n%64)) == 0 {
+				continue
+			}
 			if id, ok := c.lookup(r); ok {
 				e.len1[id]++
 				e.len2[id]++
