@@ -2,6 +2,7 @@ package control
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/dshmount/dshmount/provider"
@@ -127,7 +128,14 @@ var (
 
 // sizeHint implements jsonAppender.
 func (r EditResult) sizeHint() int {
-	return 96 + len(r.Version) + len(r.Before) + len(r.After) + len(r.MergedOver)
+	return 96 + len(r.Version) + textHint(r.Before) + textHint(r.After) + len(r.MergedOver)
+}
+
+// textHint is about the encoded size of a file's text: each newline takes
+// two bytes, and a little room is left for other escapes, so that the
+// buffer is not copied to grow near its end.
+func textHint(s string) int {
+	return len(s) + strings.Count(s, "\n") + len(s)/64 + 8
 }
 
 // appendJSON implements jsonAppender with the encoding json.Marshal gives:
@@ -144,9 +152,9 @@ func (r EditResult) appendJSON(b []byte) []byte {
 
 // sizeHint implements jsonAppender.
 func (r WriteResult) sizeHint() int {
-	n := 112 + len(r.Operation) + len(r.Version) + len(r.After) + len(r.MergedOver)
+	n := 112 + len(r.Operation) + len(r.Version) + textHint(r.After) + len(r.MergedOver)
 	if r.Before != nil {
-		n += len(*r.Before)
+		n += textHint(*r.Before)
 	}
 	return n
 }

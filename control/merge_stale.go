@@ -167,18 +167,20 @@ func toLF(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 // string must occur once (or ReplaceAll).
 func applyEdit(t provider.Target, lf string, req provider.EditRequest) (string, error) {
 	oldLF, newLF := toLF(req.OldString), toLF(req.NewString)
-	n := strings.Count(lf, oldLF)
+	i := strings.Index(lf, oldLF)
 	switch {
-	case n == 0:
+	case i < 0:
 		return "", provider.NewError(provider.CodeEditNotFound, "edit", t.DisplayPath, nil,
 			"the text to replace was not found in the version you read; read the file again and copy the exact text")
-	case n > 1 && !req.ReplaceAll:
-		return "", provider.NewError(provider.CodeAmbiguousEdit, "edit", t.DisplayPath, nil,
-			"the text to replace occurs %d times in the version you read; add surrounding lines to make it unique, or replace all", n)
 	case req.ReplaceAll:
 		return strings.ReplaceAll(lf, oldLF, newLF), nil
 	}
-	return strings.Replace(lf, oldLF, newLF, 1), nil
+	rest := lf[i+len(oldLF):] // one pass over the text when the edit is unique
+	if strings.Contains(rest, oldLF) {
+		return "", provider.NewError(provider.CodeAmbiguousEdit, "edit", t.DisplayPath, nil,
+			"the text to replace occurs %d times in the version you read; add surrounding lines to make it unique, or replace all", 1+strings.Count(rest, oldLF))
+	}
+	return lf[:i] + newLF + rest, nil
 }
 
 // mergeTrimmed merges the three LF texts after setting aside the whole
