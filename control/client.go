@@ -214,8 +214,13 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		return fmt.Errorf("control: encode %s request: %w", method, err)
 	}
 	pc := &pendingCall{ch: make(chan callResult, 1), onResult: onResult}
-	if _, ok := result.(*ReadResult); ok && onResult == nil {
-		pc.fast = readResultDecoder
+	if onResult == nil {
+		switch result.(type) {
+		case *ReadResult:
+			pc.fast = readResultDecoder
+		case *EditResult:
+			pc.fast = editResultDecoder
+		}
 	}
 	c.mu.Lock()
 	if c.err != nil {
@@ -239,8 +244,12 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		if r.err != nil {
 			return r.err
 		}
-		if rr, ok := r.decoded.(*ReadResult); ok {
-			*result.(*ReadResult) = *rr
+		switch d := r.decoded.(type) {
+		case *ReadResult:
+			*result.(*ReadResult) = *d
+			return nil
+		case *EditResult:
+			*result.(*EditResult) = *d
 			return nil
 		}
 		if result != nil {

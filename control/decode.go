@@ -169,6 +169,45 @@ func decodeReadResult(s string, i int) (r ReadResult, end int, ok bool) {
 	return r, end, ok
 }
 
+// editResultDecoder is the fastResult of fs.edit (its before and after
+// are whole files).
+func editResultDecoder(src string) (any, int, bool) {
+	var r EditResult
+	var seen keySet
+	end, ok := objectFields(src, 0, func(key string, at int) (int, bool) {
+		if !seen.add(key) {
+			return at, false
+		}
+		if isNull(src, at) {
+			return at + len("null"), true // encoding/json leaves the field as it is
+		}
+		var v string
+		var end int
+		var ok bool
+		switch key {
+		case "version":
+			v, end, ok = readString(src, at)
+			r.Version = provider.Version(v)
+		case "before":
+			r.Before, end, ok = readString(src, at)
+		case "after":
+			r.After, end, ok = readString(src, at)
+		case "merged":
+			r.Merged, end, ok = scanBool(src, at)
+		case "mergedOver":
+			v, end, ok = readString(src, at)
+			r.MergedOver = provider.Version(v)
+		default:
+			return at, false
+		}
+		return end, ok
+	})
+	if !ok {
+		return nil, end, false
+	}
+	return &r, end, true
+}
+
 // scanBool decodes the JSON true or false at i.
 func scanBool(s string, i int) (bool, int, bool) {
 	if i < len(s) && s[i] == 't' {

@@ -116,6 +116,48 @@ func TestDecode_OtherShapesMatchEncodingJSON(t *testing.T) {
 	assert.Greater(t, fast, 5, "the well-formed shapes take the fast path")
 }
 
+// TestDecode_EditResultMatchesEncodingJSON pins fs.edit's fast decoder to
+// encoding/json: the daemon's own encoding takes the fast path, and other
+// shapes either decode the same or fall back.
+func TestDecode_EditResultMatchesEncodingJSON(t *testing.T) {
+	var lines []string
+	for _, text := range []string{"", "a\nb\n", `quote " \`, "ctl \x00\x1f", "<&>", "é 🙂 \u2028", "bad \xff"} {
+		for _, merged := range []bool{false, true} {
+			r := EditResult{Version: "c1-new", Before: text + "x\n", After: text, Merged: merged}
+			if merged {
+				r.MergedOver = "c1-over"
+			}
+			lines = append(lines, string(encodeResponse(json.RawMessage("5"), r, nil)))
+		}
+	}
+	daemon := len(lines)
+	lines = append(lines,
+		`{"id":6,"result":{"after":"a","version":"v","before":null,"merged":null}}`,
+		`{"id":7,"result":{"version":"v","Version":"w"}}`,
+		`{"id":8,"result":{"version":"v","version":"w"}}`,
+		`{"id":9,"result":{"merged":1}}`,
+		`{"id":10,"result":{"extra":true}}`,
+		`{"id":11,"result":{"before":"\ud83d\ude00 \ud83d"}}`,
+	)
+	for i, l := range lines {
+		var in incoming
+		require.NoError(t, json.Unmarshal([]byte(l), &in), l)
+		var want EditResult
+		wantErr := json.Unmarshal(in.Result, &want)
+		d, err := decodeLine(l, func(uint64) fastResult { return editResultDecoder })
+		require.NoError(t, err, l)
+		if i < daemon {
+			require.NotNil(t, d.decoded, "the daemon's encoding takes the fast path: %s", l)
+		}
+		if d.decoded == nil {
+			assert.Equal(t, in.Result, d.in.Result, "raw result of %s", l)
+			continue
+		}
+		require.NoError(t, wantErr, "fast decoded a result encoding/json refuses: %s", l)
+		assert.Equal(t, &want, d.decoded, "result of %s", l)
+	}
+}
+
 // FuzzDecodeLine checks decodeLine against encoding/json on any line.
 func FuzzDecodeLine(f *testing.F) {
 	r := ReadResult{DisplayPath: "a<b", Version: "c1-x", Offset: 1, TotalLines: 2,

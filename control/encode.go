@@ -2,7 +2,10 @@ package control
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/dshmount/dshmount/provider"
 )
 
 // jsonAppender is a result that encodes itself, skipping encoding/json's
@@ -116,4 +119,71 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+var (
+	_ jsonAppender = EditResult{}
+	_ jsonAppender = WriteResult{}
+)
+
+// sizeHint implements jsonAppender.
+func (r EditResult) sizeHint() int {
+	return 96 + len(r.Version) + textHint(r.Before) + textHint(r.After) + len(r.MergedOver)
+}
+
+// textHint is about the encoded size of a file's text: each newline takes
+// two bytes, and a little room is left for other escapes, so that the
+// buffer is not copied to grow near its end.
+func textHint(s string) int {
+	return len(s) + strings.Count(s, "\n") + len(s)/64 + 8
+}
+
+// appendJSON implements jsonAppender with the encoding json.Marshal gives:
+// a 1 MiB file's edit carries its whole text twice.
+func (r EditResult) appendJSON(b []byte) []byte {
+	b = append(b, `{"version":`...)
+	b = appendJSONString(b, string(r.Version))
+	b = append(b, `,"before":`...)
+	b = appendJSONString(b, r.Before)
+	b = append(b, `,"after":`...)
+	b = appendJSONString(b, r.After)
+	return appendMerged(b, r.Merged, r.MergedOver)
+}
+
+// sizeHint implements jsonAppender.
+func (r WriteResult) sizeHint() int {
+	n := 112 + len(r.Operation) + len(r.Version) + textHint(r.After) + len(r.MergedOver)
+	if r.Before != nil {
+		n += textHint(*r.Before)
+	}
+	return n
+}
+
+// appendJSON implements jsonAppender with the encoding json.Marshal gives.
+func (r WriteResult) appendJSON(b []byte) []byte {
+	b = append(b, `{"operation":`...)
+	b = appendJSONString(b, string(r.Operation))
+	b = append(b, `,"version":`...)
+	b = appendJSONString(b, string(r.Version))
+	b = append(b, `,"before":`...)
+	if r.Before == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, *r.Before)
+	}
+	b = append(b, `,"after":`...)
+	b = appendJSONString(b, r.After)
+	return appendMerged(b, r.Merged, r.MergedOver)
+}
+
+// appendMerged ends a change's result with its omitempty merge fields.
+func appendMerged(b []byte, merged bool, over provider.Version) []byte {
+	if merged {
+		b = append(b, `,"merged":true`...)
+	}
+	if over != "" {
+		b = append(b, `,"mergedOver":`...)
+		b = appendJSONString(b, string(over))
+	}
+	return append(b, '}')
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dshmount/dshmount/provider"
 )
 
 func TestEncode_ReadResultMatchesEncodingJSON(t *testing.T) {
@@ -20,6 +22,27 @@ func TestEncode_ReadResultMatchesEncodingJSON(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, string(want), string(r.appendJSON(nil)))
 		})
+	}
+}
+
+// TestEncode_ChangeResultsMatchEncodingJSON pins the appenders of fs.edit's
+// and fs.write's results (their texts are whole files) to json.Marshal.
+func TestEncode_ChangeResultsMatchEncodingJSON(t *testing.T) {
+	texts := []string{"", "plain\nlines\n", `quote " and \ backslash`, "tab\tcr\r\n", "ctl \x00\x01\x1f\x7f",
+		"<html> & more", "é ü 日本語 🙂", "sep \u2028 \u2029", "bad \xff\xfe utf8", "mixed \xc3"}
+	for _, text := range texts {
+		before := text + "<"
+		results := []jsonAppender{
+			EditResult{Version: "c1-a", Before: before, After: text},
+			EditResult{Version: "c1-a", Before: before, After: text, Merged: true, MergedOver: "c1-" + provider.Version(text)},
+			WriteResult{Operation: provider.OpUpdate, Version: "c1-b", Before: &before, After: text},
+			WriteResult{Operation: provider.OpCreate, Version: "c1-b", After: text, Merged: true, MergedOver: "c1-z"},
+		}
+		for _, r := range results {
+			want, err := json.Marshal(r)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(r.appendJSON(nil)), "%#v", r)
+		}
 	}
 }
 

@@ -204,6 +204,10 @@ func hasByte(x uint64, c byte) bool {
 // ASCII.
 func ctlOrHigh(x uint64) bool { return ((x-ones*0x20)&^x|x)&highs != 0 }
 
+// specialIn8 reports whether a byte of x ends a run of plain string bytes
+// (a control character, ", \\ or a byte that is not ASCII).
+func specialIn8(x uint64) bool { return ctlOrHigh(x) || hasByte(x, '"') || hasByte(x, '\\') }
+
 // htmlSpecialIn8 reports whether a byte of x is one encoding/json escapes
 // in a string (control characters, ", \\, <, >, &) or is not ASCII.
 // Setting bit 2 of every byte maps '"' and '&' (only) onto '&'; setting
@@ -268,6 +272,10 @@ func scanStringSlow(s string, i int) (end int, plain, ok bool) {
 	high := false
 	j := i + 1
 	for j < len(s) {
+		if j+8 <= len(s) && !specialIn8(load8(s, j)) {
+			j += 8
+			continue
+		}
 		c := s[j]
 		if plainByte(c) {
 			j++
@@ -383,8 +391,15 @@ func unquote(q string) string {
 			}
 			i += 2
 		case c < utf8.RuneSelf:
-			b.WriteByte(c)
-			i++
+			j := i + 1 // a run of plain ASCII is copied at once
+			for j+8 <= len(q) && !ctlOrHigh(load8(q, j)) && !hasByte(load8(q, j), '\\') {
+				j += 8
+			}
+			for j < len(q) && q[j] != '\\' && q[j] < utf8.RuneSelf {
+				j++
+			}
+			b.WriteString(q[i:j])
+			i = j
 		default:
 			r, size := utf8.DecodeRuneInString(q[i:])
 			if r == utf8.RuneError && size == 1 {

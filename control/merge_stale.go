@@ -66,17 +66,32 @@ type mergeOutcome struct {
 	mergedOver provider.Version
 }
 
+// canMerge reports whether a merge: true change made in ctx can be merged
+// when stale: the workspace (not a branch) with the merge cache on. Such a
+// change is made under policy.Guard.Merge, so its stale refusal is audited
+// by mergeStale, once, only when no merge follows.
+func (s *Server) canMerge(ctx context.Context) bool {
+	return ctx.Value(scopeKey{}) == nil && s.cfg.SeenBytes != nil
+}
+
 // mergeStale re-applies a change refused as stale (staleErr) by a
 // three-way merge: base = the bytes the caller saw (kept by keepSeen),
 // ours = base with the change, theirs = the file now. A clean merge is
-// written under the guard at the current version and audited as a merge
-// naming the author of the current bytes; a conflict is FS_MERGE_CONFLICT
-// with the conflicted regions and changes nothing. Without kept bytes (or
-// in a branch) staleErr is returned unchanged.
-func (s *Server) mergeStale(ctx context.Context, r mergeRequest, staleErr error) (mergeOutcome, error) {
-	if ctx.Value(scopeKey{}) != nil || s.cfg.SeenBytes == nil {
+// written under the guard at the current version and audited as one entry,
+// a merge naming the author of the current bytes; a conflict is
+// FS_MERGE_CONFLICT with the conflicted regions and changes nothing, and
+// the stale refusal is audited. Without kept bytes (or in a branch)
+// staleErr is returned unchanged.
+func (s *Server) mergeStale(ctx context.Context, r mergeRequest, staleErr error) (_ mergeOutcome, err error) {
+	if !s.canMerge(ctx) {
 		return mergeOutcome{}, staleErr
 	}
+	written := false // from the write on, the engine audits what happens
+	defer func() {
+		if err != nil && !written {
+			s.engine.AuditRefusal(r.actor, r.op, r.target, staleErr)
+		}
+	}()
 	baseV := r.expected
 	if baseV == "" {
 		obs, ok := s.store.Observation(r.actor.Session, r.target.Key)
@@ -112,6 +127,7 @@ func (s *Server) mergeStale(ctx context.Context, r mergeRequest, staleErr error)
 		Version: &provider.VersionGuard{Version: info.Version},
 		Detail:  fmt.Sprintf("merge of a stale %s over %s by %s", r.op, info.Version, s.authorOf(r.target)),
 	}
+	written = true
 	out, err := s.engine.Write(ctx, r.actor, r.target, merged, g)
 	if err := s.mutationDone(string(r.op)+" (merge)", r.target, err); err != nil {
 		return mergeOutcome{}, err
@@ -151,18 +167,20 @@ func toLF(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 // string must occur once (or ReplaceAll).
 func applyEdit(t provider.Target, lf string, req provider.EditRequest) (string, error) {
 	oldLF, newLF := toLF(req.OldString), toLF(req.NewString)
-	n := strings.Count(lf, oldLF)
+	i := strings.Index(lf, oldLF)
 	switch {
-	case n == 0:
+	case i < 0:
 		return "", provider.NewError(provider.CodeEditNotFound, "edit", t.DisplayPath, nil,
 			"the text to replace was not found in the version you read; read the file again and copy the exact text")
-	case n > 1 && !req.ReplaceAll:
-		return "", provider.NewError(provider.CodeAmbiguousEdit, "edit", t.DisplayPath, nil,
-			"the text to replace occurs %d times in the version you read; add surrounding lines to make it unique, or replace all", n)
 	case req.ReplaceAll:
 		return strings.ReplaceAll(lf, oldLF, newLF), nil
 	}
-	return strings.Replace(lf, oldLF, newLF, 1), nil
+	rest := lf[i+len(oldLF):] // one pass over the text when the edit is unique
+	if strings.Contains(rest, oldLF) {
+		return "", provider.NewError(provider.CodeAmbiguousEdit, "edit", t.DisplayPath, nil,
+			"the text to replace occurs %d times in the version you read; add surrounding lines to make it unique, or replace all", 1+strings.Count(rest, oldLF))
+	}
+	return lf[:i] + newLF + rest, nil
 }
 
 // mergeTrimmed merges the three LF texts after setting aside the whole
@@ -222,12 +240,13 @@ func commonTail(a, b, c string) int {
 // current bytes; any other stale patch keeps its FS_STALE_VERSION
 // (staleErr).
 func (s *Server) mergePatch(ctx context.Context, c *conn, a policy.Actor, p PatchParams, ops []patch.Operation, staleErr error) (any, error) {
-	u, ok := ops[0].(*patch.Update)
-	if len(ops) != 1 || !ok || u.MoveTo != "" || p.Atomic {
+	u, ok := mergeableUpdate(ops, p)
+	if !ok {
 		return nil, staleErr
 	}
 	_, t, err := s.mutationSubject(ctx, c, policy.OpPatch, p.Session, u.Path, p.Cwd)
 	if err != nil {
+		s.auditPreflightRefusal(a, u, staleErr)
 		return nil, staleErr
 	}
 	m, err := s.mergeStale(ctx, mergeRequest{op: policy.OpPatch, actor: a, target: t,
@@ -237,6 +256,16 @@ func (s *Server) mergePatch(ctx context.Context, c *conn, a policy.Actor, p Patc
 	}
 	return PatchResult{Complete: true, Operations: []PatchOpResult{{Kind: u.OpKind(), Path: t.DisplayPath,
 		Status: PatchApplied, Version: m.write.Version, MergedOver: m.mergedOver}}}, nil
+}
+
+// mergeableUpdate returns the one update (no move) of a patch that is not
+// atomic: the only stale patch merge: true merges.
+func mergeableUpdate(ops []patch.Operation, p PatchParams) (*patch.Update, bool) {
+	if len(ops) != 1 || p.Atomic {
+		return nil, false
+	}
+	u, ok := ops[0].(*patch.Update)
+	return u, ok && u.MoveTo == ""
 }
 
 // applyHunks applies patch hunks to LF text; a mismatch is FS_PATCH_MISMATCH.

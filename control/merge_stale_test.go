@@ -194,3 +194,95 @@ func TestMerge_StalePatchIsMerged(t *testing.T) {
 	want := strings.Replace(strings.Replace(numbered(20, "\n"), "line 2\n", "line 2 by a\n", 1), "line 18\n", "line 18 by b\n", 1)
 	assert.Equal(t, want, got)
 }
+
+// TestMerge_AuditedOnce: a merged change is one audit entry, the merge
+// (no refusal before it); a change that cannot be merged is one entry, the
+// stale refusal; a change not asking for a merge is refused as before.
+func TestMerge_AuditedOnce(t *testing.T) {
+	patchText := func(old, new string) string {
+		return "*** Begin Patch\n*** Update File: f.txt\n@@\n-" + old + "+" + new + "*** End Patch\n"
+	}
+	tests := []struct {
+		name        string
+		change      func(c *Client, s policy.SessionID) error
+		wantRefused provider.Code // "": the entry is the merge
+	}{
+		{name: "edit merged", change: func(c *Client, s policy.SessionID) error {
+			_, err := c.Edit(context.Background(), EditParams{Path: "f.txt", OldString: "line 3\n", NewString: "line 3 by a\n", Session: s, Merge: true})
+			return err
+		}},
+		{name: "write merged", change: func(c *Client, s policy.SessionID) error {
+			content := strings.Replace(numbered(50, "\n"), "line 3\n", "line 3 by a\n", 1)
+			_, err := c.Write(context.Background(), WriteParams{Path: "f.txt", Content: content, Session: s, Merge: true})
+			return err
+		}},
+		{name: "patch merged", change: func(c *Client, s policy.SessionID) error {
+			_, err := c.Patch(context.Background(), PatchParams{Patch: patchText("line 3\n", "line 3 by a\n"), Session: s, Merge: true})
+			return err
+		}},
+		{name: "edit in conflict", wantRefused: provider.CodeStaleVersion, change: func(c *Client, s policy.SessionID) error {
+			_, err := c.Edit(context.Background(), EditParams{Path: "f.txt", OldString: "line 45\n", NewString: "line 45 by a\n", Session: s, Merge: true})
+			return err
+		}},
+		{name: "patch in conflict", wantRefused: provider.CodeStaleVersion, change: func(c *Client, s policy.SessionID) error {
+			_, err := c.Patch(context.Background(), PatchParams{Patch: patchText("line 45\n", "line 45 by a\n"), Session: s, Merge: true})
+			return err
+		}},
+		{name: "edit not merging", wantRefused: provider.CodeStaleVersion, change: func(c *Client, s policy.SessionID) error {
+			_, err := c.Edit(context.Background(), EditParams{Path: "f.txt", OldString: "line 3\n", NewString: "line 3 by a\n", Session: s})
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, withSeen(t, 1<<20))
+			c, sa, sb := mergeSetup(t, env, numbered(50, "\n"), "line 45\n", "line 45 by b\n")
+			err := tc.change(c, sa)
+			if tc.wantRefused == "" {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+			}
+			log, err := c.Log(context.Background(), LogParams{Session: sa})
+			require.NoError(t, err)
+			mine := log.Entries
+			require.Len(t, mine, 1, "one entry for the change: %+v", mine)
+			assert.Equal(t, tc.wantRefused, mine[0].Refused)
+			if tc.wantRefused == "" {
+				assert.Contains(t, mine[0].Detail, "merge")
+				assert.Contains(t, mine[0].Detail, string(sb), "the entry names the author of the bytes merged over")
+			}
+		})
+	}
+}
+
+// TestApplyEdit_OldStringMustOccurOnce pins the merge's edit of the text
+// the caller read to the backend's rule: once, or every time with
+// ReplaceAll; absent or repeated is refused with the count.
+func TestApplyEdit_OldStringMustOccurOnce(t *testing.T) {
+	tests := []struct {
+		name, text string
+		req        provider.EditRequest
+		want       string
+		wantCode   provider.Code
+		wantInMsg  string
+	}{
+		{name: "once", text: "a\nb\nc\n", req: provider.EditRequest{OldString: "b\n", NewString: "B\n"}, want: "a\nB\nc\n"},
+		{name: "CRLF old string", text: "a\nb\n", req: provider.EditRequest{OldString: "a\r\n", NewString: "A\r\n"}, want: "A\nb\n"},
+		{name: "absent", text: "a\n", req: provider.EditRequest{OldString: "z", NewString: "y"}, wantCode: provider.CodeEditNotFound},
+		{name: "three times", text: "x x x\n", req: provider.EditRequest{OldString: "x", NewString: "y"}, wantCode: provider.CodeAmbiguousEdit, wantInMsg: "3 times"},
+		{name: "replace all", text: "x x x\n", req: provider.EditRequest{OldString: "x", NewString: "y", ReplaceAll: true}, want: "y y y\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := applyEdit(provider.Target{DisplayPath: "f.txt"}, tc.text, tc.req)
+			if tc.wantCode != "" {
+				require.Equal(t, tc.wantCode, provider.CodeOf(err), "err: %v", err)
+				assert.Contains(t, provider.MessageOf(err), tc.wantInMsg)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

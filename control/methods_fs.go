@@ -136,6 +136,7 @@ func (s *Server) write(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
+	g.Merge = p.Merge && s.canMerge(ctx)
 	out, err := s.eng(ctx).Write(ctx, a, t, p.Content, g)
 	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
 		var expected provider.Version
@@ -185,6 +186,7 @@ func (s *Server) edit(ctx context.Context, c *conn, params json.RawMessage) (any
 		return nil, err
 	}
 	req := provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}
+	g.Merge = p.Merge && s.canMerge(ctx)
 	out, err := s.eng(ctx).Edit(ctx, a, t, req, g)
 	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
 		var expected provider.Version

@@ -65,7 +65,9 @@ func (s *Server) patch(ctx context.Context, c *conn, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
-	plan, err := s.preflightPatch(ctx, a, ops, p.Cwd, p.Unconditional)
+	_, mergeable := mergeableUpdate(ops, p)
+	merging := p.Merge && mergeable && s.canMerge(ctx)
+	plan, err := s.preflightPatch(ctx, a, ops, p.Cwd, p.Unconditional, merging)
 	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
 		return s.mergePatch(ctx, c, a, p, ops, err)
 	}
@@ -79,15 +81,18 @@ func (s *Server) patch(ctx context.Context, c *conn, params json.RawMessage) (an
 }
 
 // preflightPatch resolves every operation and checks its intent and hunks
-// against the simulated state left by the operations before it.
-func (s *Server) preflightPatch(ctx context.Context, a policy.Actor, ops []patch.Operation, cwd string, unconditional bool) ([]plannedOp, error) {
+// against the simulated state left by the operations before it. When
+// merging, a stale refusal is left to the merge to audit.
+func (s *Server) preflightPatch(ctx context.Context, a policy.Actor, ops []patch.Operation, cwd string, unconditional, merging bool) ([]plannedOp, error) {
 	pf := &preflight{s: s, actor: a, unconditional: unconditional, files: make(map[provider.Key]*simFile)}
 	plan := make([]plannedOp, 0, len(ops))
 	for i, op := range ops {
 		pl, err := pf.check(ctx, op, cwd)
 		if err != nil {
 			err = opError(i, op, err)
-			s.auditPreflightRefusal(a, op, err)
+			if !merging || provider.CodeOf(err) != provider.CodeStaleVersion {
+				s.auditPreflightRefusal(a, op, err)
+			}
 			return nil, err
 		}
 		plan = append(plan, pl)

@@ -8,6 +8,12 @@
 // Changes that touch (adjacent lines, or an insertion next to a change)
 // conflict, as in git; identical changes on both sides do not.
 //
+// Cost: the sides are split against the base (their whole lines shared
+// with it at both ends are found by comparing bytes), and each diff gives
+// classes only to the lines between its pair's common ends, hashing the
+// other lines once to count them; a small change in a large text so costs
+// a few passes over its bytes and lines, not a table entry per line.
+//
 // The package is pure: it must not know about files, paths, guards,
 // sessions or stores. Reading the three versions and writing the result
 // belong to the callers (control, fuse branches).

@@ -2,10 +2,12 @@ package merge
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 )
 
-// FuzzMerge checks the laws every merge keeps: it never panics, merging
+// FuzzMerge checks the laws every merge keeps: it never panics, a text
+// split against its base has its own lines, merging
 // with an unchanged side returns the other side, and the same change on
 // both sides merges to that change.
 func FuzzMerge(f *testing.F) {
@@ -14,6 +16,9 @@ func FuzzMerge(f *testing.F) {
 	}
 	f.Add([]byte(""), []byte("x"), []byte("\r\n"))
 	f.Fuzz(func(t *testing.T, base, ours, theirs []byte) {
+		if got, want := splitLike(ours, base, splitLines(base)), splitLines(ours); !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("ours split against base: %q, want %q", got, want)
+		}
 		r := Merge(base, ours, theirs, Options{})
 		if r.Clean() && bytes.Equal(ours, theirs) && !bytes.Equal(r.Text, ours) {
 			t.Fatalf("identical sides merged to %q, want %q", r.Text, ours)

@@ -59,10 +59,10 @@ func (r Result) Clean() bool { return len(r.Conflicts) == 0 }
 // `git merge-file -p ours base theirs` does: the same clean/conflict
 // decision, the same bytes.
 func Merge(base, ours, theirs []byte, opts Options) Result {
-	b, o, t := splitLines(base), splitLines(ours), splitLines(theirs)
-	ids, n := classify(b, o, t)
-	x1 := diffClassified(b, o, ids[0], ids[1], n)
-	x2 := diffClassified(b, t, ids[0], ids[2], n)
+	b := splitLines(base)
+	o, t := splitLike(ours, base, b), splitLike(theirs, base, b)
+	x1 := diffLines(b, o)
+	x2 := diffLines(b, t)
 	if len(x1) == 0 {
 		return Result{Text: clone(theirs)}
 	}

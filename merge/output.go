@@ -12,7 +12,9 @@ func copyLines(dst []byte, lines [][]byte, needsCR, addNL bool) []byte {
 	if len(lines) == 0 {
 		return dst
 	}
-	dst = append(dst, join(lines)...)
+	for _, l := range lines {
+		dst = append(dst, l...)
+	}
 	if addNL {
 		last := lines[len(lines)-1]
 		if len(last) == 0 || last[len(last)-1] != '\n' {
@@ -23,6 +25,15 @@ func copyLines(dst []byte, lines [][]byte, needsCR, addNL bool) []byte {
 		}
 	}
 	return dst
+}
+
+// size is the bytes of lines.
+func size(lines [][]byte) int {
+	n := 0
+	for _, l := range lines {
+		n += len(l)
+	}
+	return n
 }
 
 // eolCRLF is is_eol_crlf: 1 if line i ends in CRLF (for a last line
@@ -83,7 +94,26 @@ func marker(dst []byte, c byte, label string, needsCR bool) []byte {
 
 // fill writes the merged text.
 func (m *merger) fill(hs []hunk) []byte {
-	var out []byte
+	return m.fillInto(make([]byte, 0, m.fillSize(hs)), hs)
+}
+
+// fillSize bounds the size of the merged text: all of ours, plus the
+// lines each clean hunk of theirs or each conflict adds, and its markers.
+func (m *merger) fillSize(hs []hunk) int {
+	n := size(m.ours)
+	for _, h := range hs {
+		switch h.mode {
+		case modeConflict:
+			n += size(m.theirs[h.i2:h.i2+h.chg2]) + 3*(markerSize+3) + len(m.opts.OursLabel) + len(m.opts.TheirsLabel) + 4
+		case modeTheirs:
+			n += size(m.theirs[h.i2 : h.i2+h.chg2])
+		}
+	}
+	return n
+}
+
+// fillInto is fill appending to out.
+func (m *merger) fillInto(out []byte, hs []hunk) []byte {
 	i := 0
 	for _, h := range hs {
 		switch h.mode {

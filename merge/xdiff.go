@@ -2,6 +2,8 @@ package merge
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/maphash"
 	"math"
 )
 
@@ -24,13 +26,17 @@ const (
 // side is one file of a two-way diff.
 type side struct {
 	recs [][]byte // lines, each with its terminator
-	ha   []int    // class of each line: equal bytes, equal class
 	rchg []bool   // changed flags, offset by one so index -1 and nrec exist
 
 	dstart, dend int   // the part left after trimming common ends
+	ha           []int // class of each line of that part, from dstart
 	rindex       []int // line number of each record kept for Myers
 	haeff        []int // class of each record kept for Myers
 }
+
+// same reports whether lines i and j hold equal bytes (xdiff compares
+// their classes, which is the same).
+func (s *side) same(i, j int) bool { return bytes.Equal(s.recs[i], s.recs[j]) }
 
 func (s *side) nrec() int { return len(s.recs) }
 
@@ -64,6 +70,61 @@ func splitLines(text []byte) [][]byte {
 	return recs
 }
 
+// splitLike is splitLines(text) for a text that is mostly base (baseLines
+// are its lines): the whole lines both share at the start and at the end
+// are found by comparing bytes and taken from baseLines (equal bytes), and
+// only the lines between are split.
+func splitLike(text, base []byte, baseLines [][]byte) [][]byte {
+	head := commonPrefix(text, base)
+	head = bytes.LastIndexByte(text[:head], '\n') + 1 // whole lines
+	rest, baseRest := text[head:], base[head:]
+	tail := commonSuffix(rest, baseRest)
+	// The shared end starts after a newline inside it: whole lines in both.
+	if tail < len(rest) || tail < len(baseRest) {
+		if nl := bytes.IndexByte(rest[len(rest)-tail:], '\n'); nl >= 0 {
+			tail -= nl + 1
+		} else {
+			tail = 0
+		}
+	}
+	nHead := bytes.Count(base[:head], []byte{'\n'})
+	nTail := 0
+	if tail > 0 {
+		end := baseRest[len(baseRest)-tail:]
+		nTail = bytes.Count(end, []byte{'\n'})
+		if end[len(end)-1] != '\n' {
+			nTail++ // a last line without a newline
+		}
+	}
+	mid := splitLines(rest[:len(rest)-tail])
+	out := make([][]byte, 0, nHead+len(mid)+nTail)
+	out = append(out, baseLines[:nHead]...)
+	out = append(out, mid...)
+	return append(out, baseLines[len(baseLines)-nTail:]...)
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n && binary.LittleEndian.Uint64(a[i:]) == binary.LittleEndian.Uint64(b[i:]); i += 8 {
+	}
+	for ; i < n && a[i] == b[i]; i++ {
+	}
+	return i
+}
+
+// commonSuffix is the length of the longest common suffix of a and b.
+func commonSuffix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n && binary.LittleEndian.Uint64(a[len(a)-i-8:]) == binary.LittleEndian.Uint64(b[len(b)-i-8:]); i += 8 {
+	}
+	for ; i < n && a[len(a)-1-i] == b[len(b)-1-i]; i++ {
+	}
+	return i
+}
+
 // bogosqrt is xdl_bogosqrt, git's shift-based square root approximation.
 func bogosqrt(n int) int {
 	i := 1
@@ -76,46 +137,131 @@ func bogosqrt(n int) int {
 // diffEnv holds both sides of one diff, prepared as xdl_prepare_env does.
 type diffEnv struct {
 	a, b       side
-	len1, len2 []int // per class: how many lines of a, of b
+	len1, len2 []int // per class of the middle parts: how many lines of a, of b
 }
 
-// classify gives every line of every text its class: lines with equal
-// bytes share one. Class numbers only ever compare for equality.
-func classify(texts ...[][]byte) (ids [][]int, nclass int) {
-	n := 0
-	for _, t := range texts {
-		n += len(t)
+// classifier numbers distinct lines: an open-addressing table of class
+// numbers keyed by each line's hash; a hit is confirmed by the hash and
+// then the bytes of the class's first line.
+type classifier struct {
+	seed   maphash.Seed
+	table  []int32  // class+1 at each slot, 0 when empty
+	mask   uint64   // len(table)-1, a power of two minus one
+	hashes []uint64 // the hash of each class
+	reps   [][]byte // the first line of each class
+}
+
+// newClassifier returns a classifier sized for about hint lines.
+func newClassifier(hint int) *classifier {
+	size := 64
+	for size < 2*hint {
+		size <<= 1
 	}
-	classes := make(map[string]int, n)
-	for _, t := range texts {
-		id := make([]int, len(t))
-		for i, r := range t {
-			c, ok := classes[string(r)]
-			if !ok {
-				c = len(classes)
-				classes[string(r)] = c
-			}
-			id[i] = c
+	return &classifier{seed: maphash.MakeSeed(), table: make([]int32, size), mask: uint64(size - 1),
+		hashes: make([]uint64, 0, hint), reps: make([][]byte, 0, hint)}
+}
+
+// class returns the class of line, giving it a new one if no equal line
+// came before.
+func (c *classifier) class(line []byte) int {
+	h := maphash.Bytes(c.seed, line)
+	if id, ok := c.find(h, line); ok {
+		return id
+	}
+	id := len(c.reps)
+	c.hashes = append(c.hashes, h)
+	c.reps = append(c.reps, line)
+	c.place(h, id)
+	if 2*len(c.reps) > len(c.table) {
+		c.grow()
+	}
+	return id
+}
+
+// lookup returns the class of line, if an equal line has one.
+func (c *classifier) lookup(line []byte) (int, bool) {
+	return c.find(maphash.Bytes(c.seed, line), line)
+}
+
+func (c *classifier) find(h uint64, line []byte) (int, bool) {
+	for i := h & c.mask; ; i = (i + 1) & c.mask {
+		slot := c.table[i]
+		if slot == 0 {
+			return 0, false
 		}
-		ids = append(ids, id)
+		if id := int(slot - 1); c.hashes[id] == h && bytes.Equal(c.reps[id], line) {
+			return id, true
+		}
 	}
-	return ids, len(classes)
 }
 
-// newDiffEnv prepares a diff of a against b, given their line classes.
-func newDiffEnv(a, b [][]byte, ha, hb []int, nclass int) *diffEnv {
+func (c *classifier) place(h uint64, id int) {
+	i := h & c.mask
+	for c.table[i] != 0 {
+		i = (i + 1) & c.mask
+	}
+	c.table[i] = int32(id + 1)
+}
+
+// grow doubles the table, keeping it at most half full.
+func (c *classifier) grow() {
+	c.table = make([]int32, 2*len(c.table))
+	c.mask = uint64(len(c.table) - 1)
+	for id, h := range c.hashes {
+		c.place(h, id)
+	}
+}
+
+// newDiffEnv prepares a diff of a against b as xdl_prepare_env does. Only
+// the lines left between the common ends take part in the cleanup and the
+// Myers run, so only they get classes; every other line is hashed once to
+// count, per class, how many lines of each file hold it (xdiff's len1 and
+// len2, which the cleanup reads). A small change in a large file so costs
+// a hash per line, not a table entry per line.
+func newDiffEnv(a, b [][]byte) *diffEnv {
 	e := &diffEnv{
-		a:    side{recs: a, ha: ha, rchg: make([]bool, len(a)+2), dstart: 0, dend: len(a) - 1},
-		b:    side{recs: b, ha: hb, rchg: make([]bool, len(b)+2), dstart: 0, dend: len(b) - 1},
-		len1: make([]int, nclass), len2: make([]int, nclass),
-	}
-	for _, c := range ha {
-		e.len1[c]++
-	}
-	for _, c := range hb {
-		e.len2[c]++
+		a: side{recs: a, rchg: make([]bool, len(a)+2), dstart: 0, dend: len(a) - 1},
+		b: side{recs: b, rchg: make([]bool, len(b)+2), dstart: 0, dend: len(b) - 1},
 	}
 	e.trimEnds()
+	mid1, mid2 := a[e.a.dstart:e.a.dend+1], b[e.b.dstart:e.b.dend+1]
+	c := newClassifier(len(mid1) + len(mid2))
+	e.a.ha, e.b.ha = make([]int, len(mid1)), make([]int, len(mid2))
+	for i, r := range mid1 {
+		e.a.ha[i] = c.class(r)
+	}
+	for i, r := range mid2 {
+		e.b.ha[i] = c.class(r)
+	}
+	e.len1, e.len2 = make([]int, len(c.reps)), make([]int, len(c.reps))
+	for _, id := range e.a.ha {
+		e.len1[id]++
+	}
+	for _, id := range e.b.ha {
+		e.len2[id]++
+	}
+	// The common ends hold the same lines in a and in b. A line whose
+	// length no middle line has (modulo the set's size) is not looked up.
+	var lens [16]uint64
+	for _, r := range c.reps {
+		n := len(r) % 1024
+		lens[n/64] |= 1 << (n % 64)
+	}
+	count := func(lines [][]byte) {
+		for _, r := range lines {
+			if n := len(r) % 1024; lens[n/64]&(1<<(n%64)) == 0 {
+				continue
+			}
+			if id, ok := c.lookup(r); ok {
+				e.len1[id]++
+				e.len2[id]++
+			}
+		}
+	}
+	if len(c.reps) > 0 {
+		count(a[:e.a.dstart])
+		count(a[e.a.dend+1:])
+	}
 	e.cleanupRecords()
 	return e
 }
@@ -123,10 +269,11 @@ func newDiffEnv(a, b [][]byte, ha, hb []int, nclass int) *diffEnv {
 // trimEnds is xdl_trim_ends: common first and last lines take no part in
 // the Myers run.
 func (e *diffEnv) trimEnds() {
-	lim := min(e.a.nrec(), e.b.nrec())
+	a, b := e.a.recs, e.b.recs
+	lim := min(len(a), len(b))
 	i := 0
 	for ; i < lim; i++ {
-		if e.a.ha[i] != e.b.ha[i] {
+		if !bytes.Equal(a[i], b[i]) {
 			break
 		}
 	}
@@ -134,12 +281,12 @@ func (e *diffEnv) trimEnds() {
 	lim -= i
 	j := 0
 	for ; j < lim; j++ {
-		if e.a.ha[e.a.nrec()-1-j] != e.b.ha[e.b.nrec()-1-j] {
+		if !bytes.Equal(a[len(a)-1-j], b[len(b)-1-j]) {
 			break
 		}
 	}
-	e.a.dend = e.a.nrec() - j - 1
-	e.b.dend = e.b.nrec() - j - 1
+	e.a.dend = len(a) - j - 1
+	e.b.dend = len(b) - j - 1
 }
 
 // cleanupRecords is xdl_cleanup_records: lines with no match on the other
@@ -152,7 +299,7 @@ func (e *diffEnv) cleanupRecords() {
 		s.rindex = make([]int, 0, s.dend-s.dstart+1)
 		s.haeff = make([]int, 0, s.dend-s.dstart+1)
 		for i := s.dstart; i <= s.dend; i++ {
-			nm := other[s.ha[i]]
+			nm := other[s.ha[i-s.dstart]]
 			switch {
 			case nm == 0:
 				dis[i] = 0
@@ -165,7 +312,7 @@ func (e *diffEnv) cleanupRecords() {
 		for i := s.dstart; i <= s.dend; i++ {
 			if dis[i] == 1 || (dis[i] == 2 && !cleanMmatch(dis, i, s.dstart, s.dend)) {
 				s.rindex = append(s.rindex, i)
-				s.haeff = append(s.haeff, s.ha[i])
+				s.haeff = append(s.haeff, s.ha[i-s.dstart])
 			} else {
 				s.setChanged(i, true)
 			}
@@ -489,7 +636,7 @@ func groupPrevious(s *side, g *group) bool {
 }
 
 func groupSlideDown(s *side, g *group) bool {
-	if g.end < s.nrec() && s.ha[g.start] == s.ha[g.end] {
+	if g.end < s.nrec() && s.same(g.start, g.end) {
 		s.setChanged(g.start, false)
 		g.start++
 		s.setChanged(g.end, true)
@@ -503,7 +650,7 @@ func groupSlideDown(s *side, g *group) bool {
 }
 
 func groupSlideUp(s *side, g *group) bool {
-	if g.start > 0 && s.ha[g.start-1] == s.ha[g.end-1] {
+	if g.start > 0 && s.same(g.start-1, g.end-1) {
 		g.start--
 		s.setChanged(g.start, true)
 		g.end--
@@ -587,13 +734,7 @@ func (e *diffEnv) script() []change {
 // diffLines returns git's edit script from a to b, as merge-file computes
 // it: prepare, Myers, compact both ways, build the script.
 func diffLines(a, b [][]byte) []change {
-	ids, n := classify(a, b)
-	return diffClassified(a, b, ids[0], ids[1], n)
-}
-
-// diffClassified is diffLines for lines already classified.
-func diffClassified(a, b [][]byte, ha, hb []int, nclass int) []change {
-	e := newDiffEnv(a, b, ha, hb, nclass)
+	e := newDiffEnv(a, b)
 	e.diff()
 	compact(&e.a, &e.b)
 	compact(&e.b, &e.a)

@@ -42,6 +42,11 @@ type Guard struct {
 	// Detail, when set, is the audit entry's detail of the change (a
 	// merged change names what it merged over and whose bytes those were).
 	Detail string
+	// Merge says the caller merges a change refused as stale over the
+	// current bytes (merge: true): the engine leaves that FS_STALE_VERSION
+	// out of the audit log, so that a merged change is one entry; the
+	// caller audits the refusal (AuditRefusal) when no merge follows.
+	Merge bool
 }
 
 // Engine is the one guarded path for every mutation: decide the guard →
@@ -418,7 +423,7 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	}
 	intent, err := e.decideWrite(ctx, a, t, g)
 	if err != nil {
-		e.auditRefusal(a, OpWrite, t, err, true)
+		e.auditGuardRefusal(a, OpWrite, t, err, true, g)
 		return provider.WriteOutcome{}, err
 	}
 	c, err := e.claim(ctx, a, OpWrite, t)
@@ -430,7 +435,7 @@ func (e *Engine) Write(ctx context.Context, a Actor, t provider.Target, content 
 	if err != nil {
 		c.Release(nil)
 		e.own.abort(own, t)
-		e.auditRefusal(a, OpWrite, t, err, false)
+		e.auditGuardRefusal(a, OpWrite, t, err, false, g)
 		return out, err
 	}
 	var before provider.Version
@@ -450,7 +455,7 @@ func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provi
 	}
 	vg, err := e.decideEdit(ctx, a, t, g, "edit")
 	if err != nil {
-		e.auditRefusal(a, OpEdit, t, err, true)
+		e.auditGuardRefusal(a, OpEdit, t, err, true, g)
 		return provider.EditOutcome{}, err
 	}
 	c, err := e.claim(ctx, a, OpEdit, t)
@@ -462,7 +467,7 @@ func (e *Engine) Edit(ctx context.Context, a Actor, t provider.Target, req provi
 	if err != nil {
 		c.Release(nil)
 		e.own.abort(own, t)
-		e.auditRefusal(a, OpEdit, t, err, false)
+		e.auditGuardRefusal(a, OpEdit, t, err, false, g)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{
@@ -478,7 +483,7 @@ func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []
 	}
 	vg, err := e.decideEdit(ctx, a, t, g, "patch")
 	if err != nil {
-		e.auditRefusal(a, OpPatch, t, err, true)
+		e.auditGuardRefusal(a, OpPatch, t, err, true, g)
 		return provider.EditOutcome{}, err
 	}
 	c, err := e.claim(ctx, a, OpPatch, t)
@@ -490,7 +495,7 @@ func (e *Engine) Patch(ctx context.Context, a Actor, t provider.Target, hunks []
 	if err != nil {
 		c.Release(nil)
 		e.own.abort(own, t)
-		e.auditRefusal(a, OpPatch, t, err, false)
+		e.auditGuardRefusal(a, OpPatch, t, err, false, g)
 		return out, err
 	}
 	return out, e.commit(ctx, mutation{

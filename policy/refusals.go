@@ -49,6 +49,15 @@ func (e *Engine) AuditRefusal(a Actor, op MutationOp, t provider.Target, err err
 	return e.auditRefusal(a, op, t, err, true)
 }
 
+// auditGuardRefusal is auditRefusal for a change made under g: the stale
+// refusal of a change its caller merges (g.Merge) is the caller's to audit.
+func (e *Engine) auditGuardRefusal(a Actor, op MutationOp, t provider.Target, err error, guardDecided bool, g Guard) {
+	if g.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+		return
+	}
+	e.auditRefusal(a, op, t, err, guardDecided)
+}
+
 // auditRefusal is AuditRefusal; guardDecided says whether FS_NOT_FOUND is
 // the guard's answer (a decision) or the filesystem's (a provider call).
 func (e *Engine) auditRefusal(a Actor, op MutationOp, t provider.Target, err error, guardDecided bool) bool {

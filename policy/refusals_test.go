@@ -118,6 +118,57 @@ func TestRefusal_GuardedMutationsAreAuditedWithCodeAndReason(t *testing.T) {
 	}
 }
 
+// TestRefusal_StaleChangeTheCallerMergesIsTheCallersToAudit: under
+// Guard.Merge a stale write, edit or patch leaves no refusal entry (the
+// caller merges it, or audits the refusal when it cannot); other refusals
+// under Guard.Merge, and stale ones without it, are audited as always.
+func TestRefusal_StaleChangeTheCallerMergesIsTheCallersToAudit(t *testing.T) {
+	hunks := []patch.Hunk{{OldLines: []string{"x"}, NewLines: []string{"y"}}}
+	change := map[MutationOp]func(ctx context.Context, e *Engine, a Actor, f provider.Target, g Guard) error{
+		OpWrite: func(ctx context.Context, e *Engine, a Actor, f provider.Target, g Guard) error {
+			_, err := e.Write(ctx, a, f, "y\n", g)
+			return err
+		},
+		OpEdit: func(ctx context.Context, e *Engine, a Actor, f provider.Target, g Guard) error {
+			_, err := e.Edit(ctx, a, f, provider.EditRequest{OldString: "x", NewString: "y"}, g)
+			return err
+		},
+		OpPatch: func(ctx context.Context, e *Engine, a Actor, f provider.Target, g Guard) error {
+			_, err := e.Patch(ctx, a, f, hunks, g)
+			return err
+		},
+	}
+	tests := []struct {
+		name        string
+		read, merge bool
+		wantCode    provider.Code
+		wantEntries int
+	}{
+		{name: "stale, merging", read: true, merge: true, wantCode: provider.CodeStaleVersion, wantEntries: 0},
+		{name: "stale, not merging", read: true, merge: false, wantCode: provider.CodeStaleVersion, wantEntries: 1},
+		{name: "never read, merging", read: false, merge: true, wantCode: provider.CodeNotObserved, wantEntries: 1},
+	}
+	for _, op := range []MutationOp{OpWrite, OpEdit, OpPatch} {
+		for _, tc := range tests {
+			t.Run(string(op)+"/"+tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				e, ffs := newTestEngine(t)
+				a := openSession(t, e.Store())
+				f := ffs.target("f.txt")
+				ffs.put(f, "x\n")
+				if tc.read {
+					_, _, err := e.Read(ctx, a, f)
+					require.NoError(t, err)
+				}
+				ffs.put(f, "x changed\n")
+				err := change[op](ctx, e, a, f, Guard{Merge: tc.merge})
+				require.Equal(t, tc.wantCode, provider.CodeOf(err), "err: %v", err)
+				assert.Len(t, refusals(t, e.Store()), tc.wantEntries)
+			})
+		}
+	}
+}
+
 // missingFS answers every edit FS_NOT_FOUND, as the local backend does for
 // an unguarded edit of a file that is not there.
 type missingFS struct{ *fakeFS }
