@@ -14,11 +14,14 @@ type jsonAppender interface {
 	sizeHint() int
 }
 
-var _ jsonAppender = ReadResult{}
+// readEncoded is a ReadResult that encodes itself (fs.read's result).
+type readEncoded ReadResult
+
+var _ jsonAppender = readEncoded{}
 
 // sizeHint implements jsonAppender: the encoded size when no character
 // needs an escape.
-func (r ReadResult) sizeHint() int {
+func (r readEncoded) sizeHint() int {
 	n := 128 + len(r.DisplayPath) + len(r.Version)
 	for _, l := range r.Lines {
 		n += len(`{"number":,"text":""},`) + 20 + len(l.Text)
@@ -27,7 +30,7 @@ func (r ReadResult) sizeHint() int {
 }
 
 // appendJSON implements jsonAppender with the encoding json.Marshal gives.
-func (r ReadResult) appendJSON(b []byte) []byte {
+func (r readEncoded) appendJSON(b []byte) []byte {
 	b = append(b, `{"displayPath":`...)
 	b = appendJSONString(b, r.DisplayPath)
 	b = append(b, `,"version":`...)

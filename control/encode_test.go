@@ -18,7 +18,7 @@ func TestEncode_ReadResultMatchesEncodingJSON(t *testing.T) {
 				Lines: []Line{{Number: 3, Text: text}, {Number: 4, Text: text + text}}}
 			want, err := json.Marshal(r)
 			require.NoError(t, err)
-			assert.Equal(t, string(want), string(r.appendJSON(nil)))
+			assert.Equal(t, string(want), string(readEncoded(r).appendJSON(nil)))
 		})
 	}
 }
