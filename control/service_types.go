@@ -97,6 +97,11 @@ const (
 	ChangesCookiePrefix = service.ChangesCookiePrefix
 	ChangesTokenPrefix  = service.ChangesTokenPrefix
 	ChannelMCP          = service.ChannelMCP
+	ChannelMount        = service.ChannelMount
+	OpCreate            = service.OpCreate
+	OpWrite             = service.OpWrite
+	OpTruncate          = service.OpTruncate
+	OpSetattr           = service.OpSetattr
 	ChannelSocket       = service.ChannelSocket
 	CodeFilesystem      = service.CodeFilesystem
 	CodeInternalError   = service.CodeInternalError

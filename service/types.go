@@ -17,6 +17,11 @@ type (
 const (
 	ChannelSocket = policy.ChannelSocket
 	ChannelMCP    = policy.ChannelMCP
+	ChannelMount  = policy.ChannelMount
+	OpCreate      = policy.OpCreate
+	OpWrite       = policy.OpWrite
+	OpTruncate    = policy.OpTruncate
+	OpSetattr     = policy.OpSetattr
 	OpDelete      = policy.OpDelete
 	OpUnlink      = policy.OpUnlink
 	OpMove        = policy.OpMove
