@@ -85,7 +85,7 @@ func (bm *branchMounts) byDir() map[string]string {
 	return out
 }
 
-// branchMount serves branch.mount.
+// BranchMount serves branch.mount.
 func (s *Service) BranchMount(ctx context.Context, c *Caller, p BranchMountParams) (any, error) {
 	if s.br.mgr == nil {
 		return nil, errNoBranches
@@ -117,7 +117,7 @@ func (s *Service) BranchMount(ctx context.Context, c *Caller, p BranchMountParam
 	return BranchMountResult{Mount: dir}, nil
 }
 
-// branchUnmount serves branch.unmount: the mount goes, and so does its
+// BranchUnmount serves branch.unmount: the mount goes, and so does its
 // record (the daemon no longer mounts it when it starts).
 func (s *Service) BranchUnmount(ctx context.Context, c *Caller, p BranchNameParams) (any, error) {
 	if s.br.mgr == nil {

@@ -135,7 +135,7 @@ func (s *Service) setSessionBranch(session policy.SessionID, name string) error 
 	return s.br.mgr.SetSessionBranch(string(session), name)
 }
 
-// branchCreate makes a branch, and mounts it when asked to: a mount
+// BranchCreate makes a branch, and mounts it when asked to: a mount
 // directory refused or a mount that fails leaves no branch.
 func (s *Service) BranchCreate(ctx context.Context, c *Caller, p BranchCreateParams) (any, error) {
 	if s.br.mgr == nil {
@@ -177,7 +177,7 @@ func (s *Service) BranchCreate(ctx context.Context, c *Caller, p BranchCreatePar
 	return BranchInfo{Name: b.Name(), Created: b.Created(), Mount: dir, Owner: b.Owner()}, nil
 }
 
-// branchList lists the branches the peer may act on.
+// BranchList lists the branches the peer may act on.
 func (s *Service) BranchList(_ context.Context, c *Caller, p Empty) (any, error) {
 	if s.br.mgr == nil {
 		return nil, errNoBranches
@@ -193,7 +193,7 @@ func (s *Service) BranchList(_ context.Context, c *Caller, p Empty) (any, error)
 	return res, nil
 }
 
-// branchDiff returns one page of a branch's changes and their diff.
+// BranchDiff returns one page of a branch's changes and their diff.
 func (s *Service) BranchDiff(ctx context.Context, c *Caller, p BranchDiffParams) (any, error) {
 	if p.Offset < 0 || p.Limit < 0 {
 		return nil, invalidParams("offset and limit must not be negative")
@@ -228,7 +228,7 @@ func (s *Service) BranchDiff(ctx context.Context, c *Caller, p BranchDiffParams)
 	return res, nil
 }
 
-// branchCommit applies a branch to the workspace, all or nothing.
+// BranchCommit applies a branch to the workspace, all or nothing.
 func (s *Service) BranchCommit(ctx context.Context, c *Caller, p BranchCommitParams) (any, error) {
 	if s.br.mgr == nil {
 		return nil, errNoBranches
@@ -328,7 +328,7 @@ func (s *Service) commitHooks(a policy.Actor, detail string) branch.Hooks {
 	}
 }
 
-// branchRebase merges the workspace's later changes into a branch.
+// BranchRebase merges the workspace's later changes into a branch.
 func (s *Service) BranchRebase(ctx context.Context, c *Caller, p BranchRebaseParams) (any, error) {
 	if s.br.mgr == nil {
 		return nil, errNoBranches
@@ -398,7 +398,7 @@ func conflictError(err error) error {
 		Data: &ErrorData{Code: provider.CodeStaleVersion, Message: msg, Conflicts: ce.Paths}}}
 }
 
-// branchDiscard drops a branch.
+// BranchDiscard drops a branch.
 func (s *Service) BranchDiscard(ctx context.Context, c *Caller, p BranchNameParams) (any, error) {
 	if s.br.mgr == nil {
 		return nil, errNoBranches

@@ -9,7 +9,7 @@ import (
 	"github.com/dshmount/dshmount/provider"
 )
 
-// stat reports a target's metadata and records the session's observation.
+// Stat reports a target's metadata and records the session's observation.
 func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error) {
 	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
 	if err != nil {
@@ -42,7 +42,7 @@ func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error
 	return res, nil
 }
 
-// list lists a directory's direct children in name order.
+// List lists a directory's direct children in name order.
 func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error) {
 	ctx, err := s.inBranch(ctx, c, "", p.Branch)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error
 	return res, nil
 }
 
-// read returns a window of numbered lines and records the session's
+// Read returns a window of numbered lines and records the session's
 // observation at the stat version.
 func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error) {
 	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
@@ -105,7 +105,7 @@ func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error
 	}, nil
 }
 
-// write creates or replaces a whole file.
+// Write creates or replaces a whole file.
 func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, error) {
 	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
 	if err != nil {
@@ -146,7 +146,7 @@ func writeResult(o provider.WriteOutcome) WriteResult {
 	return WriteResult{Operation: o.Operation, Version: o.Version, Before: o.Before, After: o.After}
 }
 
-// edit applies a literal search-and-replace.
+// Edit applies a literal search-and-replace.
 func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error) {
 	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error
 	return EditResult{Version: out.Version, Before: out.Before, After: out.After}, nil
 }
 
-// delete removes a file.
+// Delete removes a file.
 func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, error) {
 	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, e
 	return DeleteResult{Before: out.Before}, nil
 }
 
-// move moves a file: destination published first, then the source removed.
+// Move moves a file: destination published first, then the source removed.
 func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (any, error) {
 	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sessionOpen opens a named session.
+// SessionOpen opens a named session.
 func (s *Service) SessionOpen(_ context.Context, c *Caller, p SessionOpenParams) (any, error) {
 	switch p.Channel {
 	case "", policy.ChannelSocket:
@@ -47,7 +47,7 @@ func (s *Service) SessionOpen(_ context.Context, c *Caller, p SessionOpenParams)
 	return SessionOpenResult{Session: sess.ID}, nil
 }
 
-// sessionClose closes a session; its observations are dropped.
+// SessionClose closes a session; its observations are dropped.
 func (s *Service) SessionClose(_ context.Context, c *Caller, p SessionCloseParams) (any, error) {
 	if p.Session == "" {
 		return nil, invalidParams("session.close needs a session")
@@ -70,7 +70,7 @@ func (s *Service) SessionClose(_ context.Context, c *Caller, p SessionCloseParam
 	return Empty{}, nil
 }
 
-// sessionBind makes a pid and its descendants act for a session on the
+// SessionBind makes a pid and its descendants act for a session on the
 // mount.
 func (s *Service) SessionBind(_ context.Context, c *Caller, p SessionBindParams) (any, error) {
 	if p.Session == "" {
@@ -105,7 +105,7 @@ func (s *Service) SessionBind(_ context.Context, c *Caller, p SessionBindParams)
 	return SessionBindResult{Session: target}, nil
 }
 
-// status reports the daemon's state and counters.
+// Status reports the daemon's state and counters.
 func (s *Service) Status(_ context.Context, c *Caller, p Empty) (any, error) {
 	res := StatusResult{
 		Source:   s.cfg.Source,
@@ -132,7 +132,7 @@ func (s *Service) Status(_ context.Context, c *Caller, p Empty) (any, error) {
 	return res, nil
 }
 
-// auditLog lists audit entries (changes and refusals), newest first. A peer
+// AuditLog lists audit entries (changes and refusals), newest first. A peer
 // of another uid than root and the daemon's sees only its own entries.
 func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (any, error) {
 	if p.Limit < 0 {

@@ -36,7 +36,7 @@ type preflight struct {
 	files         map[provider.Key]*simFile
 }
 
-// patch applies a whole apply_patch text: parse, preflight every operation
+// Patch applies a whole apply_patch text: parse, preflight every operation
 // (nothing is written when any fails), then commit in order with
 // re-acquired guards.
 func (s *Service) Patch(ctx context.Context, c *Caller, p PatchParams) (any, error) {

@@ -63,7 +63,7 @@ type watchState struct {
 	release func() // gives the watch's slot back
 }
 
-// watch starts a watch; notifications begin once the response with the
+// Watch starts a watch; notifications begin once the response with the
 // watch id has been written.
 func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (any, error) {
 	ctx, br, err := s.watchBranch(ctx, c, p.Branch)
@@ -286,7 +286,7 @@ func visibleTo(ctx context.Context, w *watchState, ev ChangeEvent) (ChangeEvent,
 	return ev, false
 }
 
-// unwatch stops a watch of this connection.
+// Unwatch stops a watch of this connection.
 func (s *Service) Unwatch(_ context.Context, c *Caller, p UnwatchParams) (any, error) {
 	stop, ok := c.transport.RemoveWatch(p.Watch)
 	if !ok {
