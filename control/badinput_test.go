@@ -92,7 +92,7 @@ func TestBadInput_SurrogatePairIsValid(t *testing.T) {
 }
 
 func TestBadInput_OversizeLineRefusedConnectionUsable(t *testing.T) {
-	env := newTestEnv(t, func(c *Config) { c.MaxRequestBytes = 4096 })
+	env := newTestEnv(t, func(c *testConfig) { c.MaxRequestBytes = 4096 })
 	rc := env.raw(t)
 	big := `{"jsonrpc":"2.0","id":1,"method":"fs.write","params":{"path":"big.txt","content":"` + strings.Repeat("x", 1<<20) + `"}}`
 	r := rc.call(t, big)
@@ -120,7 +120,7 @@ func TestBadInput_NotificationGetsNoResponse(t *testing.T) {
 
 func TestBadInput_PanicIsRecovered(t *testing.T) {
 	env := newTestEnv(t)
-	env.srv.hooks.beforeCommitOp = func(int) { panic("boom") }
+	env.hooks.BeforeCommitOp = func(int) { panic("boom") }
 	rc := env.raw(t)
 	r := rc.call(t, `{"jsonrpc":"2.0","id":1,"method":"fs.patch","params":{"patch":"*** Begin Patch\n*** Add File: p.txt\n+x\n*** End Patch"}}`)
 	require.NotNil(t, r.Error)

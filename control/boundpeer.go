@@ -6,8 +6,6 @@ import (
 	"net"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/dshmount/dshmount/policy"
 )
 
 // A bound process is its session on every channel. A process bound to
@@ -23,8 +21,8 @@ import (
 // (empty: unbound). The peer is pinned by a pidfd (SO_PEERPIDFD, else
 // pidfd_open) while the binding is looked up, so a pid reused meanwhile is
 // never answered for: a peer that has exited is an error.
-func (s *Server) peerSession(nc *net.UnixConn, pid int32) (policy.SessionID, error) {
-	if s.cfg.Binder == nil || pid <= 0 {
+func (s *Server) peerSession(nc *net.UnixConn, pid int32) (SessionID, error) {
+	if s.svc.Binder() == nil || pid <= 0 {
 		return "", nil
 	}
 	pidfd, err := peerPidfd(nc, int(pid))
@@ -32,7 +30,7 @@ func (s *Server) peerSession(nc *net.UnixConn, pid int32) (policy.SessionID, err
 		return "", err
 	}
 	defer unix.Close(pidfd)
-	session, bound := s.cfg.Binder.SessionOf(int(pid))
+	session, bound := s.svc.Binder().SessionOf(int(pid))
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil && !errors.Is(err, unix.EPERM) {
 		return "", fmt.Errorf("the connecting process (pid %d) exited before its session could be told: %w", pid, err)
 	}
@@ -66,52 +64,4 @@ func peerPidfd(nc *net.UnixConn, pid int) (int, error) {
 		return -1, fmt.Errorf("peer pidfd: open pid %d: %w", pid, err)
 	}
 	return fd, nil
-}
-
-// boundTo returns the session the connection's peer is bound to (empty:
-// unbound).
-func (c *conn) boundTo() policy.SessionID {
-	c.smu.Lock()
-	defer c.smu.Unlock()
-	return c.bound
-}
-
-// asBound returns the session a request naming named runs as: the peer's
-// bound session when it has one (a mismatch is logged once per
-// connection), else named.
-func (c *conn) asBound(named policy.SessionID) policy.SessionID {
-	c.smu.Lock()
-	bound := c.bound
-	first := bound != "" && named != "" && named != bound && !c.mismatchLogged
-	if first {
-		c.mismatchLogged = true
-	}
-	c.smu.Unlock()
-	if bound == "" {
-		return named
-	}
-	if first {
-		c.s.log.Warn("a process bound to a session named another one; its requests run as its own session",
-			"conn", c.id, "pid", c.actor.PID, "session", bound, "named", named)
-	}
-	return bound
-}
-
-// bindTarget is the session a session.bind of the peer binds to: the named
-// one, unless the peer is bound to another session; then its own, except
-// for a branch session of the same owner (exec --branch inside a bound
-// tree).
-func (s *Server) bindTarget(c *conn, named policy.SessionID) policy.SessionID {
-	bound := c.boundTo()
-	if bound == "" || named == bound {
-		return named
-	}
-	if s.br.mgr != nil && s.br.mgr.SessionBranch(string(named)) != "" {
-		own, ok1 := s.store.Session(bound)
-		br, ok2 := s.store.Session(named)
-		if ok1 && ok2 && own.Owner == br.Owner {
-			return named
-		}
-	}
-	return c.asBound(named)
 }

@@ -102,23 +102,23 @@ func newMountEnv(t *testing.T, state string, prepare ...func(ws string)) *mountE
 		state = t.TempDir()
 	}
 	me := &mountEnv{fake: &fakeMounter{}, state: state, wsMount: t.TempDir(), logs: &syncBuffer{}}
-	me.testEnv = newTestEnv(t, func(cfg *Config) {
-		lfs, ok := cfg.Engine.FS().(*local.FS)
+	me.testEnv = newTestEnv(t, func(cfg *testConfig) {
+		lfs, ok := cfg.Svc.Engine.FS().(*local.FS)
 		require.True(t, ok)
 		for _, f := range prepare {
 			f(lfs.Root())
 		}
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"/" + branch.StagingDir}})
 		require.NoError(t, err)
-		cfg.Engine, cfg.View = policy.NewEngine(cfg.Engine.Store(), view), view
+		cfg.Svc.Engine, cfg.Svc.View = policy.NewEngine(cfg.Svc.Engine.Store(), view), view
 		mgr, err := branch.Open(state, lfs, branch.Options{Logger: quietLogger(), Upper: openBranchUpper})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
-		cfg.Branches, cfg.BranchMounts, cfg.Mount = mgr, me.fake, me.wsMount
-		cfg.Journal = mgr.Journal()
+		cfg.Svc.Branches, cfg.Svc.BranchMounts, cfg.Svc.Mount = mgr, me.fake, me.wsMount
+		cfg.Svc.Journal = mgr.Journal()
 		cfg.Logger = slog.New(slog.NewTextHandler(me.logs, nil))
+		cfg.Svc.Logger = cfg.Logger
 	})
-	me.engine = me.srv.engine
 	return me
 }
 
@@ -152,7 +152,7 @@ func TestBranchMount_CreateWithMountMountsTheBranchEngineAndRecordsIt(t *testing
 	m := mounts[0]
 	assert.Equal(t, "feat", m.branch)
 	assert.Equal(t, dir, m.dir)
-	eng, err := env.srv.branchEngine("feat")
+	eng, err := env.svc.BranchEngine("feat")
 	require.NoError(t, err)
 	assert.Same(t, eng, m.engine, "the branch's own engine, the one its fs.* requests use")
 	assert.Same(t, m.view, eng.FS(), "the view the engine guards")
@@ -250,18 +250,6 @@ func TestBranchMount_RefusesAMountPoint(t *testing.T) {
 	assert.Contains(t, err.Error(), "already a mount point")
 }
 
-func TestBranchMount_OtherUsersDirectoryRefused(t *testing.T) {
-	env := newMountEnv(t, "")
-	dir := emptyDir(t)
-	_, err := env.srv.checkMountDir(4242, dir, "")
-	var pe *provider.Error
-	require.ErrorAs(t, err, &pe)
-	assert.Equal(t, provider.CodePermissionDenied, pe.Code)
-	got, err := env.srv.checkMountDir(0, dir, "")
-	require.NoError(t, err, "root may mount on any directory")
-	assert.Equal(t, dir, got)
-}
-
 func TestBranchMount_DiscardAndCommitUnmountFirst(t *testing.T) {
 	env := newMountEnv(t, "")
 	env.file(t, "a.txt", "a0\n")
@@ -355,7 +343,7 @@ func TestBranchMount_MountUnmountAndBusyDetachIsLogged(t *testing.T) {
 	res, err := c.BranchMount(ctx, BranchMountParams{Name: "feat", Mount: dir})
 	require.NoError(t, err)
 	assert.Equal(t, dir, res.Mount)
-	b, err := env.srv.br.mgr.Get("feat")
+	b, err := env.branches.Get("feat")
 	require.NoError(t, err)
 	assert.Equal(t, dir, b.Mount())
 
@@ -387,22 +375,22 @@ func TestBranchMount_RestartMountsRecordedBranchesAgain(t *testing.T) {
 	require.NoError(t, err)
 
 	// Shutdown unmounts, keeping the record.
-	first.srv.UnmountBranches(ctx)
+	first.svc.UnmountBranches(ctx)
 	_, un := first.fake.recorded()
 	require.Len(t, un, 1)
 	assert.Equal(t, dir, un[0].dir)
 	ls, err := first.client(t).BranchList(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ls.Branches[0].Mount)
-	require.NoError(t, first.srv.br.mgr.Close())
+	require.NoError(t, first.branches.Close())
 
 	second := newMountEnv(t, state)
-	require.NoError(t, second.srv.MountBranches(ctx))
+	require.NoError(t, second.svc.MountBranches(ctx))
 	mounts, _ := second.fake.recorded()
 	require.Len(t, mounts, 1, "only the branch with a recorded mount")
 	assert.Equal(t, "feat", mounts[0].branch)
 	assert.Equal(t, dir, mounts[0].dir)
-	eng, err := second.srv.branchEngine("feat")
+	eng, err := second.svc.BranchEngine("feat")
 	require.NoError(t, err)
 	assert.Same(t, eng, mounts[0].engine)
 	ls, err = second.client(t).BranchList(ctx)
@@ -411,14 +399,14 @@ func TestBranchMount_RestartMountsRecordedBranchesAgain(t *testing.T) {
 	assert.Equal(t, dir, ls.Branches[0].Mount)
 
 	// A mount that cannot come back is reported and keeps its record.
-	second.srv.UnmountBranches(ctx)
+	second.svc.UnmountBranches(ctx)
 	second.fake.mu.Lock()
 	second.fake.err = errors.New("gone")
 	second.fake.mu.Unlock()
-	err = second.srv.MountBranches(ctx)
+	err = second.svc.MountBranches(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "gone")
-	b, err := second.srv.br.mgr.Get("feat")
+	b, err := second.branches.Get("feat")
 	require.NoError(t, err)
 	assert.Equal(t, dir, b.Mount())
 }
@@ -438,17 +426,17 @@ func TestBranchMount_GoneFromOutsideIsNoLongerListedAndMountsAgain(t *testing.T)
 	_, err := c.BranchCreate(ctx, BranchCreateParams{Name: "feat", Mount: dir})
 	require.NoError(t, err)
 
-	env.srv.BranchMountGone("feat", "/elsewhere") // not its mount: nothing
+	env.svc.BranchMountGone("feat", "/elsewhere") // not its mount: nothing
 	ls, err := c.BranchList(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, dir, ls.Branches[0].Mount)
 
-	env.srv.BranchMountGone("feat", dir)
+	env.svc.BranchMountGone("feat", dir)
 	ls, err = c.BranchList(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ls.Branches[0].Mount)
 	assert.Contains(t, env.logs.String(), "went away from outside")
-	b, err := env.srv.br.mgr.Get("feat")
+	b, err := env.branches.Get("feat")
 	require.NoError(t, err)
 	assert.Equal(t, dir, b.Mount(), "still recorded: the next start mounts it again")
 

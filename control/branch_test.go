@@ -23,18 +23,17 @@ import (
 // with branches kept in a temp state directory.
 func newBranchEnv(t *testing.T) *testEnv {
 	t.Helper()
-	env := newTestEnv(t, func(cfg *Config) {
-		lfs, ok := cfg.Engine.FS().(*local.FS)
+	env := newTestEnv(t, func(cfg *testConfig) {
+		lfs, ok := cfg.Svc.Engine.FS().(*local.FS)
 		require.True(t, ok)
 		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"secret*", "/" + branch.StagingDir}, ReadOnly: []string{"/ro"}})
 		require.NoError(t, err)
-		cfg.Engine, cfg.View = policy.NewEngine(cfg.Engine.Store(), view), view
+		cfg.Svc.Engine, cfg.Svc.View = policy.NewEngine(cfg.Svc.Engine.Store(), view), view
 		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: quietLogger(), Upper: openBranchUpper})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
-		cfg.Branches, cfg.Journal = mgr, mgr.Journal()
+		cfg.Svc.Branches, cfg.Svc.Journal = mgr, mgr.Journal()
 	})
-	env.engine = env.srv.engine
 	return env
 }
 
@@ -316,7 +315,7 @@ func TestBranch_LogNamesTheBranch(t *testing.T) {
 func TestBranch_CommitRespectsTheViewOfNow(t *testing.T) {
 	env := newBranchEnv(t)
 	env.file(t, "ro/x.txt", "x\n")
-	mgr := env.srv.br.mgr
+	mgr := env.branches
 	b, err := mgr.Create("late")
 	require.NoError(t, err)
 	ctx := context.Background()

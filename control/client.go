@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -271,38 +270,38 @@ func (c *Client) forget(id uint64) {
 }
 
 // OpenSession opens a session (name is for people).
-func (c *Client) OpenSession(ctx context.Context, name string) (policy.SessionID, error) {
+func (c *Client) OpenSession(ctx context.Context, name string) (SessionID, error) {
 	return c.OpenSessionWith(ctx, SessionOpenParams{Name: name})
 }
 
 // OpenSessionWith opens a session with every session.open parameter (e.g.
 // Channel "mcp" to have this connection's requests audited as MCP).
-func (c *Client) OpenSessionWith(ctx context.Context, p SessionOpenParams) (policy.SessionID, error) {
+func (c *Client) OpenSessionWith(ctx context.Context, p SessionOpenParams) (SessionID, error) {
 	var r SessionOpenResult
 	err := c.Call(ctx, MethodSessionOpen, p, &r)
 	return r.Session, err
 }
 
 // CloseSession closes a session.
-func (c *Client) CloseSession(ctx context.Context, id policy.SessionID) error {
+func (c *Client) CloseSession(ctx context.Context, id SessionID) error {
 	return c.Call(ctx, MethodSessionClose, SessionCloseParams{Session: id}, nil)
 }
 
 // BindSession makes pid and its descendants act for the session on the
 // mount.
-func (c *Client) BindSession(ctx context.Context, id policy.SessionID, pid int) error {
+func (c *Client) BindSession(ctx context.Context, id SessionID, pid int) error {
 	_, err := c.Bind(ctx, id, pid)
 	return err
 }
 
 // Bind calls session.bind and returns the session pid was bound to: id,
 // or the caller's own session when the caller is a bound process.
-func (c *Client) Bind(ctx context.Context, id policy.SessionID, pid int) (policy.SessionID, error) {
+func (c *Client) Bind(ctx context.Context, id SessionID, pid int) (SessionID, error) {
 	return c.BindWith(ctx, SessionBindParams{Session: id, PID: pid})
 }
 
 // BindWith is Bind with all of session.bind's params (Strict).
-func (c *Client) BindWith(ctx context.Context, p SessionBindParams) (policy.SessionID, error) {
+func (c *Client) BindWith(ctx context.Context, p SessionBindParams) (SessionID, error) {
 	res, err := callTyped[SessionBindResult](ctx, c, MethodSessionBind, p)
 	if err != nil {
 		return "", err

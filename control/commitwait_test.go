@@ -25,7 +25,7 @@ func TestBranch_SocketReadsWaitForACommitOfTheirPath(t *testing.T) {
 	require.NoError(t, err)
 
 	held, release := make(chan struct{}), make(chan struct{})
-	env.srv.hooks.commitApplied = func() {
+	env.hooks.CommitApplied = func() {
 		close(held)
 		<-release
 	}

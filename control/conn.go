@@ -14,9 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dshmount/dshmount/service"
 	"golang.org/x/sys/unix"
-
-	"github.com/dshmount/dshmount/policy"
 )
 
 // maxInflight bounds the requests one connection runs at once (its worker
@@ -26,11 +25,13 @@ const maxInflight = 32
 // conn is one client connection: its peer identity, its implicit session,
 // its watches and a serialized writer.
 type conn struct {
-	s     *Server
-	id    uint64
-	nc    *net.UnixConn
-	actor policy.Actor // peer uid/pid; Session filled per request
-	creds *creds       // the peer's filesystem credentials; nil: requests run as the daemon
+	s  *Server
+	id uint64
+	nc *net.UnixConn
+	// caller is the peer as the service sees it (made once the peer is
+	// checked).
+	caller *service.Caller
+	creds  *creds // the peer's filesystem credentials; nil: requests run as the daemon
 	// limitUID is the uid the connection counts against (connlimit.go);
 	// cred and credErr are its peer's credentials, read once on accept.
 	limitUID uint32
@@ -42,15 +43,9 @@ type conn struct {
 	wmu sync.Mutex
 	w   *bufio.Writer
 
-	smu      sync.Mutex
-	implicit policy.SessionID // opened lazily
-	bound    policy.SessionID // the peer's session when it is a bound process (boundpeer.go)
-	// mismatchLogged: a request of the bound peer named another session
-	// and it was logged (once per connection).
-	mismatchLogged bool
-	opens          map[policy.SessionID]struct{} // sessions opened by session.open on this connection
-	watches        map[string]func()
-	closing        bool
+	smu     sync.Mutex
+	watches map[string]func()
+	closing bool
 
 	closeOnce sync.Once
 	inflight  sync.WaitGroup
@@ -62,9 +57,7 @@ func newConn(s *Server, nc *net.UnixConn, id uint64) *conn {
 	return &conn{
 		s: s, id: id, nc: nc, ctx: ctx, cancel: cancel,
 		w:       bufio.NewWriterSize(nc, 64<<10),
-		actor:   policy.Actor{Channel: policy.ChannelSocket},
 		watches: make(map[string]func()),
-		opens:   make(map[policy.SessionID]struct{}),
 	}
 }
 
@@ -100,14 +93,18 @@ func (c *conn) serve(serverCtx context.Context) {
 			return
 		}
 	}
-	c.actor.UID = cred.Uid
-	c.actor.PID = cred.Pid
-	if c.bound, err = c.s.peerSession(c.nc, cred.Pid); err != nil {
+	bound, err := c.s.peerSession(c.nc, cred.Pid)
+	if err != nil {
 		log.Warn("refused peer", "err", err)
 		c.writeError(nil, &ErrorObject{Code: CodePeerRefused, Message: err.Error()})
 		return
 	}
-	log.Debug("connection opened", "uid", cred.Uid, "pid", cred.Pid, "session", c.bound)
+	var runAs func(fn func()) error
+	if c.creds != nil {
+		runAs = func(fn func()) error { return c.creds.run(c.s.self, fn) }
+	}
+	c.caller = c.s.svc.NewCaller(service.CallerConfig{ID: c.id, UID: cred.Uid, PID: cred.Pid, Bound: bound, RunAs: runAs, Transport: c})
+	log.Debug("connection opened", "uid", cred.Uid, "pid", cred.Pid, "session", bound)
 
 	cfg := c.s.cfg
 	lr := newLineReader(c.nc, cfg.MaxRequestBytes)
@@ -233,15 +230,12 @@ func (c *conn) finish() {
 		stops = append(stops, stop)
 	}
 	c.watches = map[string]func(){}
-	implicit := c.implicit
 	c.smu.Unlock()
 	for _, stop := range stops {
 		stop()
 	}
-	if implicit != "" {
-		if err := c.s.store.CloseSession(implicit); err != nil {
-			c.s.log.Debug("close implicit session", "session", implicit, "err", err)
-		}
+	if c.caller != nil {
+		c.caller.Close()
 	}
 }
 
@@ -291,80 +285,6 @@ func (c *conn) notify(method string, params any) {
 	c.writeLine(b)
 }
 
-// implicitSession returns the connection's own session, opening it on first
-// use.
-func (c *conn) implicitSession() (policy.SessionID, error) {
-	c.smu.Lock()
-	defer c.smu.Unlock()
-	if c.implicit != "" {
-		return c.implicit, nil
-	}
-	if c.closing {
-		return "", errors.New("connection is closing")
-	}
-	name := fmt.Sprintf("conn-%d", c.id)
-	sess, err := c.s.store.OpenOwnedSession(name, c.actor.UID)
-	if err != nil {
-		return "", fmt.Errorf("open the connection's session: %w", err)
-	}
-	c.s.names.opened(sess.ID, name)
-	c.implicit = sess.ID
-	return c.implicit, nil
-}
-
-// actorFor returns the actor of a request naming session (empty: the
-// connection's implicit session). A bound peer's requests run as its own
-// session, whatever they name.
-func (c *conn) actorFor(session policy.SessionID) (policy.Actor, error) {
-	a := c.peer()
-	if bound := c.boundTo(); bound != "" {
-		a.Session, a.Bound = c.asBound(session), true
-		return a, nil
-	}
-	if session == "" {
-		id, err := c.implicitSession()
-		if err != nil {
-			return a, err
-		}
-		a.Session = id
-		return a, nil
-	}
-	if _, err := c.ownedSession(session); err != nil {
-		return a, err
-	}
-	a.Session = session // the Engine marks the session used
-	return a, nil
-}
-
-// refusalActor is the actor an audit entry names when actorFor refused
-// session: the peer, with the session it asked for.
-func (c *conn) refusalActor(session policy.SessionID) policy.Actor {
-	a := c.peer()
-	a.Session = c.asBound(session)
-	return a
-}
-
-// peer is the connection's actor without a session: uid, pid, channel.
-func (c *conn) peer() policy.Actor {
-	c.smu.Lock()
-	defer c.smu.Unlock()
-	return c.actor
-}
-
-// setChannel relabels the connection's requests (session.open's channel).
-func (c *conn) setChannel(ch policy.Channel) {
-	c.smu.Lock()
-	defer c.smu.Unlock()
-	c.actor.Channel = ch
-}
-
-// opened remembers a session this connection opened with session.open.
-func (c *conn) opened(id policy.SessionID) {
-	c.smu.Lock()
-	defer c.smu.Unlock()
-	c.opens[id] = struct{}{}
-}
-
 // holdsState reports whether the connection holds a watch or a session it
 // opened that is still open: such a connection is never closed as idle.
 func (c *conn) holdsState() bool {
@@ -373,18 +293,7 @@ func (c *conn) holdsState() bool {
 	if len(c.watches) > 0 || c.busy.Load() > 0 {
 		return true
 	}
-	if c.implicit != "" {
-		if _, ok := c.s.store.Session(c.implicit); ok {
-			return true
-		}
-	}
-	for id := range c.opens {
-		if _, ok := c.s.store.Session(id); ok {
-			return true
-		}
-		delete(c.opens, id) // closed or collected since
-	}
-	return false
+	return c.caller != nil && c.caller.HoldsSession()
 }
 
 // addWatch registers a watch's stop function; false when closing.
@@ -406,3 +315,18 @@ func (c *conn) removeWatch(id string) (func(), bool) {
 	delete(c.watches, id)
 	return stop, ok
 }
+
+// The connection is the service's Transport for its caller's watches.
+var _ service.Transport = (*conn)(nil)
+
+// Context implements service.Transport: it ends with the connection.
+func (c *conn) Context() context.Context { return c.ctx }
+
+// Notify implements service.Transport.
+func (c *conn) Notify(method string, params any) { c.notify(method, params) }
+
+// AddWatch implements service.Transport.
+func (c *conn) AddWatch(id string, stop func()) bool { return c.addWatch(id, stop) }
+
+// RemoveWatch implements service.Transport.
+func (c *conn) RemoveWatch(id string) (func(), bool) { return c.removeWatch(id) }

@@ -67,3 +67,6 @@ func (s *Server) refuseBusy(nc *net.UnixConn, uid uint32, why string) {
 	_, _ = nc.Write(append(b, '\n'))
 	_ = nc.Close()
 }
+
+// privileged reports whether uid is root or the daemon's own uid.
+func (s *Server) privileged(uid uint32) bool { return uid == 0 || uid == s.uid }

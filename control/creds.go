@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/dshmount/dshmount/service"
 	"golang.org/x/sys/unix"
 )
 
@@ -134,5 +135,5 @@ func procGroups(pid int) ([]uint32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the process status: %w", err)
 	}
-	return statusIDs(string(b), "Groups")
+	return service.StatusIDs(string(b), "Groups")
 }

@@ -135,7 +135,7 @@ func TestAllowUID_SocketOpenedToTheAllowedUIDOnly(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	env := newTestEnv(t)
-	cfg := Config{SocketPath: filepath.Join(sockDir, "run", "c.sock"), Engine: env.engine, AllowUIDs: []uint32{otherUID}, Logger: quietLogger()}
+	cfg := Config{SocketPath: filepath.Join(sockDir, "run", "c.sock"), Service: env.svc, AllowUIDs: []uint32{otherUID}, Logger: quietLogger()}
 
 	_, err = NewServer(cfg)
 	require.Error(t, err, "a directory above the socket that the uid cannot search is refused at start")

@@ -10,19 +10,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/service"
 )
 
 // handler serves one method. params is the raw params value (nil when
 // absent).
 type handler func(ctx context.Context, c *conn, params json.RawMessage) (any, error)
-
-// withAfter is a handler result whose after func runs once the response has
-// been written (a watch starts notifying only after its id is known).
-type withAfter struct {
-	result any
-	after  func()
-}
 
 // handleLine decodes one request line, runs it and returns the encoded
 // response (nil for a notification) and an optional func to run after the
@@ -73,8 +66,8 @@ func (s *Server) handleLine(ctx context.Context, c *conn, line []byte) (out []by
 	if err != nil {
 		return respond(nil, errorObject(err)), nil
 	}
-	if wa, ok := result.(withAfter); ok {
-		return respond(wa.result, nil), wa.after
+	if wa, ok := result.(service.WithAfter); ok {
+		return respond(wa.Result, nil), wa.After
 	}
 	return respond(result, nil), nil
 }
@@ -121,8 +114,8 @@ func (s *Server) call(ctx context.Context, c *conn, method string, h handler, pa
 	if rerr := c.creds.run(s.self, func() { result, err = s.callAs(ctx, c, method, h, params) }); rerr != nil {
 		s.log.Error("run a request with the peer's credentials", "method", method, "uid", c.creds.uid, "err", rerr)
 		if err == nil && result == nil {
-			return nil, &callError{obj: ErrorObject{Code: CodeInternalError,
-				Message: fmt.Sprintf("internal error: could not take your credentials (uid %d) to serve %s", c.creds.uid, method)}}
+			return nil, callError(ErrorObject{Code: CodeInternalError,
+				Message: fmt.Sprintf("internal error: could not take your credentials (uid %d) to serve %s", c.creds.uid, method)})
 		}
 	}
 	return result, err
@@ -134,8 +127,8 @@ func (s *Server) callAs(ctx context.Context, c *conn, method string, h handler, 
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("request panicked", "method", method, "panic", r, "stack", string(debug.Stack()))
-			result, err = nil, &callError{obj: ErrorObject{Code: CodeInternalError,
-				Message: fmt.Sprintf("internal error while serving %s; the daemon logged it and goes on", method)}}
+			result, err = nil, callError(ErrorObject{Code: CodeInternalError,
+				Message: fmt.Sprintf("internal error while serving %s; the daemon logged it and goes on", method)})
 		}
 	}()
 	return h(ctx, c, params)
@@ -160,7 +153,10 @@ func encodeResponse(id json.RawMessage, result any, e *ErrorObject) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	if a, ok := result.(jsonAppender); ok && e == nil && isCompactID(id) {
+	if r, ok := result.(ReadResult); ok {
+		result = readEncoded(r)
+	}
+	if a, ok := appenderOf(result); ok && e == nil && isCompactID(id) {
 		b := append(make([]byte, 0, 64+len(id)+a.sizeHint()), `{"jsonrpc":"2.0","id":`...)
 		b = append(b, id...)
 		b = append(b, `,"result":`...)
@@ -295,33 +291,6 @@ func hex4(b []byte, i int) (rune, bool) {
 		}
 	}
 	return r, true
-}
-
-// checkPath rejects empty paths and NUL bytes.
-func checkPath(field, path string) error {
-	if path == "" {
-		return invalidArgument(path, "%s is required", field)
-	}
-	if strings.ContainsRune(path, 0) {
-		return invalidArgument(strings.ReplaceAll(path, "\x00", `\0`), "%s contains a NUL byte; paths cannot contain NUL", field)
-	}
-	return nil
-}
-
-// checkCwd rejects NUL bytes in a cwd.
-func checkCwd(cwd string) error {
-	if strings.ContainsRune(cwd, 0) {
-		return invalidArgument(strings.ReplaceAll(cwd, "\x00", `\0`), "cwd contains a NUL byte; paths cannot contain NUL")
-	}
-	return nil
-}
-
-// sessionParam checks an explicit session id's shape.
-func sessionParam(id policy.SessionID) error {
-	if strings.ContainsRune(string(id), 0) {
-		return invalidParams("session contains a NUL byte")
-	}
-	return nil
 }
 
 // isCompactID reports whether id is a plain number, null, or a string

@@ -1,9 +1,9 @@
 // Package control owns the daemon's control socket: a Unix stream socket that
-// speaks newline-delimited JSON-RPC 2.0, the server that maps each request
-// onto the policy Engine (read, write, edit, patch, move, delete, watch,
-// sessions, audit log), the patch executor (preflight every operation, then
-// commit with re-acquired guards), and the Go client used by the dshmount
-// CLI.
+// speaks newline-delimited JSON-RPC 2.0, the method table that decodes each
+// request, calls the service (package service: read, write, edit, patch,
+// move, delete, watch, sessions, audit log, branches) and encodes its
+// answer, rpc.discover, and the Go client used by the dshmount CLI. The
+// protocol's types and codes are the service's, named here by alias.
 //
 // # Wire protocol
 //
@@ -44,6 +44,7 @@
 // without buffering an oversize line whole. A panic in one request is
 // recovered, logged and answered; the daemon and the connection go on.
 //
-// The package must not know about FUSE: the mount and the socket meet only
-// in the policy Engine.
+// The package must not know about FUSE, nor reach policy, overlay or
+// provider/local but through the service: the mount and the socket meet
+// only in the policy Engine, under the service.
 package control

@@ -17,11 +17,14 @@ type jsonAppender interface {
 	sizeHint() int
 }
 
-var _ jsonAppender = ReadResult{}
+// readEncoded is a ReadResult that encodes itself (fs.read's result).
+type readEncoded ReadResult
+
+var _ jsonAppender = readEncoded{}
 
 // sizeHint implements jsonAppender: the encoded size when no character
 // needs an escape.
-func (r ReadResult) sizeHint() int {
+func (r readEncoded) sizeHint() int {
 	n := 128 + len(r.DisplayPath) + len(r.Version)
 	for _, l := range r.Lines {
 		n += len(`{"number":,"text":""},`) + 20 + len(l.Text)
@@ -30,7 +33,7 @@ func (r ReadResult) sizeHint() int {
 }
 
 // appendJSON implements jsonAppender with the encoding json.Marshal gives.
-func (r ReadResult) appendJSON(b []byte) []byte {
+func (r readEncoded) appendJSON(b []byte) []byte {
 	b = append(b, `{"displayPath":`...)
 	b = appendJSONString(b, r.DisplayPath)
 	b = append(b, `,"version":`...)
@@ -121,13 +124,31 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-var (
-	_ jsonAppender = EditResult{}
-	_ jsonAppender = WriteResult{}
+// editJSON and writeJSON encode fs.edit's and fs.write's results (whose
+// texts are whole files) without reflection.
+type (
+	editJSON  EditResult
+	writeJSON WriteResult
 )
 
+var (
+	_ jsonAppender = editJSON{}
+	_ jsonAppender = writeJSON{}
+)
+
+// appenderOf returns the appender of a result that has one.
+func appenderOf(result any) (jsonAppender, bool) {
+	switch r := result.(type) {
+	case EditResult:
+		return editJSON(r), true
+	case WriteResult:
+		return writeJSON(r), true
+	}
+	return nil, false
+}
+
 // sizeHint implements jsonAppender.
-func (r EditResult) sizeHint() int {
+func (r editJSON) sizeHint() int {
 	return 96 + len(r.Version) + textHint(r.Before) + textHint(r.After) + len(r.MergedOver)
 }
 
@@ -140,7 +161,7 @@ func textHint(s string) int {
 
 // appendJSON implements jsonAppender with the encoding json.Marshal gives:
 // a 1 MiB file's edit carries its whole text twice.
-func (r EditResult) appendJSON(b []byte) []byte {
+func (r editJSON) appendJSON(b []byte) []byte {
 	b = append(b, `{"version":`...)
 	b = appendJSONString(b, string(r.Version))
 	b = append(b, `,"before":`...)
@@ -151,7 +172,7 @@ func (r EditResult) appendJSON(b []byte) []byte {
 }
 
 // sizeHint implements jsonAppender.
-func (r WriteResult) sizeHint() int {
+func (r writeJSON) sizeHint() int {
 	n := 112 + len(r.Operation) + len(r.Version) + textHint(r.After) + len(r.MergedOver)
 	if r.Before != nil {
 		n += textHint(*r.Before)
@@ -160,7 +181,7 @@ func (r WriteResult) sizeHint() int {
 }
 
 // appendJSON implements jsonAppender with the encoding json.Marshal gives.
-func (r WriteResult) appendJSON(b []byte) []byte {
+func (r writeJSON) appendJSON(b []byte) []byte {
 	b = append(b, `{"operation":`...)
 	b = appendJSONString(b, string(r.Operation))
 	b = append(b, `,"version":`...)

@@ -20,7 +20,7 @@ func TestEncode_ReadResultMatchesEncodingJSON(t *testing.T) {
 				Lines: []Line{{Number: 3, Text: text}, {Number: 4, Text: text + text}}}
 			want, err := json.Marshal(r)
 			require.NoError(t, err)
-			assert.Equal(t, string(want), string(r.appendJSON(nil)))
+			assert.Equal(t, string(want), string(readEncoded(r).appendJSON(nil)))
 		})
 	}
 }
@@ -33,10 +33,10 @@ func TestEncode_ChangeResultsMatchEncodingJSON(t *testing.T) {
 	for _, text := range texts {
 		before := text + "<"
 		results := []jsonAppender{
-			EditResult{Version: "c1-a", Before: before, After: text},
-			EditResult{Version: "c1-a", Before: before, After: text, Merged: true, MergedOver: "c1-" + provider.Version(text)},
-			WriteResult{Operation: provider.OpUpdate, Version: "c1-b", Before: &before, After: text},
-			WriteResult{Operation: provider.OpCreate, Version: "c1-b", After: text, Merged: true, MergedOver: "c1-z"},
+			editJSON{Version: "c1-a", Before: before, After: text},
+			editJSON{Version: "c1-a", Before: before, After: text, Merged: true, MergedOver: "c1-" + provider.Version(text)},
+			writeJSON{Operation: provider.OpUpdate, Version: "c1-b", Before: &before, After: text},
+			writeJSON{Operation: provider.OpCreate, Version: "c1-b", After: text, Merged: true, MergedOver: "c1-z"},
 		}
 		for _, r := range results {
 			want, err := json.Marshal(r)

@@ -14,6 +14,7 @@ import (
 	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/service"
 )
 
 // Example runs a daemon's control socket over a workspace in a temporary
@@ -34,9 +35,14 @@ func Example() {
 	}
 	defer store.Close()
 	fs, _ := local.New(workspace, local.Options{Digests: store})
+	svc, err := service.New(service.Config{Engine: policy.NewEngine(store, fs), Logger: quiet})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	srv, err := control.NewServer(control.Config{
 		SocketPath: filepath.Join(tmp, "run", "control.sock"),
-		Engine:     policy.NewEngine(store, fs),
+		Service:    svc,
 		Logger:     quiet,
 	})
 	if err != nil {

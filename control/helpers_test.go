@@ -15,9 +15,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/service"
 )
 
 // fakeBinder records Bind calls.
@@ -60,18 +62,29 @@ func (b *fakeBinder) recorded() []bindCall {
 	return append([]bindCall(nil), b.calls...)
 }
 
+// testConfig is what a test tweaks before the env starts: the socket's
+// Config and the service's.
+type testConfig struct {
+	Config
+	Svc service.Config
+}
+
 // testEnv is a server over provider/local and a policy store in temp dirs.
 type testEnv struct {
 	root   string
 	store  *policy.Store
 	engine *policy.Engine
 	srv    *Server
-	sock   string
-	binder *fakeBinder
+	svc    *service.Service
+	hooks  *service.Hooks // the service's, set before the requests they hook
+	// branches is the service's branch manager (nil: none).
+	branches *branch.Manager
+	sock     string
+	binder   *fakeBinder
 }
 
 // newTestEnv starts a server; cfg tweaks the Config before NewServer.
-func newTestEnv(tb testing.TB, tweak ...func(*Config)) *testEnv {
+func newTestEnv(tb testing.TB, tweak ...func(*testConfig)) *testEnv {
 	tb.Helper()
 	store, err := localstore.Open(tb.TempDir(), policy.DefaultOptions().WithLogger(quietLogger()))
 	require.NoError(tb, err)
@@ -80,7 +93,7 @@ func newTestEnv(tb testing.TB, tweak ...func(*Config)) *testEnv {
 
 // newTestEnvOn is newTestEnv on workspace root with store (closed at the
 // end of the test).
-func newTestEnvOn(tb testing.TB, root string, store *policy.Store, tweak ...func(*Config)) *testEnv {
+func newTestEnvOn(tb testing.TB, root string, store *policy.Store, tweak ...func(*testConfig)) *testEnv {
 	tb.Helper()
 	lfs, err := local.New(root, local.Options{Digests: store})
 	require.NoError(tb, err)
@@ -91,13 +104,18 @@ func newTestEnvOn(tb testing.TB, root string, store *policy.Store, tweak ...func
 	tb.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	env := &testEnv{root: lfs.Root(), store: store, engine: engine, binder: &fakeBinder{},
 		sock: filepath.Join(sockDir, "run", "control.sock")}
-	cfg := Config{SocketPath: env.sock, Engine: engine, Binder: env.binder, Source: root, Mount: "/mnt/test", Logger: quietLogger()}
+	cfg := testConfig{Config: Config{SocketPath: env.sock, Logger: quietLogger()},
+		Svc: service.Config{Engine: engine, Binder: env.binder, Source: root, Mount: "/mnt/test", Logger: quietLogger(),
+			Hooks: &service.Hooks{}}}
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	srv, err := NewServer(cfg)
+	svc, err := service.New(cfg.Svc)
 	require.NoError(tb, err)
-	env.srv = srv
+	cfg.Service = svc
+	srv, err := NewServer(cfg.Config)
+	require.NoError(tb, err)
+	env.srv, env.svc, env.branches, env.engine, env.hooks = srv, svc, cfg.Svc.Branches, cfg.Svc.Engine, cfg.Svc.Hooks
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(context.Background()) }()
 	tb.Cleanup(func() {

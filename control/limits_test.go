@@ -22,7 +22,7 @@ func (rc *rawConn) requireHungUp(tb testing.TB) {
 }
 
 func TestConnections_OverTheCapRefusedWithAnErrorLine(t *testing.T) {
-	env := newTestEnv(t, func(c *Config) { c.MaxConnections = 2 })
+	env := newTestEnv(t, func(c *testConfig) { c.MaxConnections = 2 })
 	a, b := env.raw(t), env.raw(t)
 	require.Nil(t, a.call(t, statusLine).Error)
 	require.Nil(t, b.call(t, statusLine).Error)
@@ -43,7 +43,7 @@ func TestConnections_OverTheCapRefusedWithAnErrorLine(t *testing.T) {
 }
 
 func TestRequestLine_UnfinishedLineTimesOut(t *testing.T) {
-	env := newTestEnv(t, func(c *Config) { c.RequestTimeout = 100 * time.Millisecond })
+	env := newTestEnv(t, func(c *testConfig) { c.RequestTimeout = 100 * time.Millisecond })
 	rc := env.raw(t)
 	_, err := rc.c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"fs.re`))
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestRequestLine_UnfinishedLineTimesOut(t *testing.T) {
 
 func TestIdle_ConnectionsWithoutStateAreClosedQuietWatchersAreNot(t *testing.T) {
 	const idle = 100 * time.Millisecond
-	env := newTestEnv(t, func(c *Config) { c.IdleTimeout = idle })
+	env := newTestEnv(t, func(c *testConfig) { c.IdleTimeout = idle })
 	env.file(t, "f.txt", "x\n")
 
 	watcher := env.raw(t)
@@ -82,7 +82,7 @@ func TestIdle_ConnectionsWithoutStateAreClosedQuietWatchersAreNot(t *testing.T) 
 }
 
 func TestWatches_CapRefusesTheNextWatch(t *testing.T) {
-	env := newTestEnv(t, func(c *Config) { c.MaxWatches = 1 })
+	env := newTestEnv(t, func(c *testConfig) { c.Svc.MaxWatches = 1 })
 	env.file(t, "f.txt", "x\n")
 	ctx := context.Background()
 	cl := env.client(t)
@@ -100,7 +100,7 @@ func TestWatches_CapRefusesTheNextWatch(t *testing.T) {
 
 func TestPendingBytes_SharedBudgetRefusesAndDropsTheLine(t *testing.T) {
 	const budget = 1 << 20
-	env := newTestEnv(t, func(c *Config) { c.MaxRequestBytes, c.MaxPendingBytes = budget, budget })
+	env := newTestEnv(t, func(c *testConfig) { c.MaxRequestBytes, c.MaxPendingBytes = budget, budget })
 	hog := env.raw(t)
 	_, err := hog.c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"fs.write","params":{"path":"a","content":"` + strings.Repeat("a", 900<<10)))
 	require.NoError(t, err)
@@ -154,7 +154,7 @@ func TestLineReader_BudgetDropsOnlyTheLineThatPassesIt(t *testing.T) {
 
 func TestConfig_PendingBoundBelowRequestBoundIsRefused(t *testing.T) {
 	env := newTestEnv(t)
-	_, err := NewServer(Config{SocketPath: env.sock + "2", Engine: env.engine, MaxRequestBytes: 2 << 20, MaxPendingBytes: 1 << 20})
+	_, err := NewServer(Config{SocketPath: env.sock + "2", Service: env.svc, MaxRequestBytes: 2 << 20, MaxPendingBytes: 1 << 20})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pending-bytes")
 }
@@ -168,7 +168,7 @@ func TestConnections_OneUIDCannotLockOthersOut(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the fake peer uids need a root daemon")
 	}
-	env := newTestEnv(t, withPeers(q), func(c *Config) {
+	env := newTestEnv(t, withPeers(q), func(c *testConfig) {
 		c.MaxConnections = 8
 		c.AllowUIDs = append(c.AllowUIDs, 65531, 65532, 65533)
 	})

@@ -11,16 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/internal/seen"
-	"github.com/dshmount/dshmount/merge"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
 // withSeen gives the server a merge cache bounded by max bytes.
-func withSeen(tb testing.TB, max int64) func(*Config) {
+func withSeen(tb testing.TB, max int64) func(*testConfig) {
 	cache, err := seen.Open(filepath.Join(tb.TempDir(), "seen"), max)
 	require.NoError(tb, err)
-	return func(c *Config) { c.SeenBytes = cache }
+	return func(c *testConfig) { c.Svc.SeenBytes = cache }
 }
 
 // numbered is a text of n lines "line i", with eol.
@@ -96,12 +95,12 @@ func TestMerge_ConflictChangesNothing(t *testing.T) {
 func TestMerge_WithoutKeptBytesIsStale(t *testing.T) {
 	cases := []struct {
 		name  string
-		tweak []func(*Config)
+		tweak []func(*testConfig)
 		merge bool
 	}{
 		{"cache disabled", nil, true},
-		{"file larger than the cache", []func(*Config){withSeen(t, 64)}, true},
-		{"merge not asked", []func(*Config){withSeen(t, 1<<20)}, false},
+		{"file larger than the cache", []func(*testConfig){withSeen(t, 64)}, true},
+		{"merge not asked", []func(*testConfig){withSeen(t, 1<<20)}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,30 +151,6 @@ func TestMerge_GuardStillApplies(t *testing.T) {
 	requireFS(t, err, provider.CodeNotObserved)
 	after, _ := env.content(t, "f.txt")
 	assert.Equal(t, before, after)
-}
-
-func TestMerge_TrimmedEndsGiveTheWholeMerge(t *testing.T) {
-	cases := []struct{ name, base, ours, theirs string }{
-		{"far apart", "a\nb\nc\nd\ne\nf\n", "A\nb\nc\nd\ne\nf\n", "a\nb\nc\nd\ne\nF\n"},
-		{"conflict in the middle", "a\nb\nc\nd\ne\n", "a\nb\nX\nd\ne\n", "a\nb\nY\nd\ne\n"},
-		{"no final newline", "a\nb\nc", "A\nb\nc", "a\nb\nC"},
-		{"same last line without newline", "a\nb\nz", "A\nb\nz", "a\nB\nz"},
-		{"insertion at the end", "a\nb\n", "a\nb\nc\n", "a\nB\n"},
-		{"empty base", "", "a\n", "b\n"},
-		{"identical", "a\nb\n", "a\nb\n", "a\nb\n"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			want := merge.Merge([]byte(tc.base), []byte(tc.ours), []byte(tc.theirs), merge.Options{OursLabel: "ours", TheirsLabel: "theirs"})
-			got, conflicts := mergeTrimmed(tc.base, tc.ours, tc.theirs)
-			if want.Clean() {
-				assert.Empty(t, conflicts)
-				assert.Equal(t, string(want.Text), got)
-				return
-			}
-			assert.Equal(t, want.Conflicts, conflicts)
-		})
-	}
 }
 
 func TestMerge_StalePatchIsMerged(t *testing.T) {
@@ -252,37 +227,6 @@ func TestMerge_AuditedOnce(t *testing.T) {
 				assert.Contains(t, mine[0].Detail, "merge")
 				assert.Contains(t, mine[0].Detail, string(sb), "the entry names the author of the bytes merged over")
 			}
-		})
-	}
-}
-
-// TestApplyEdit_OldStringMustOccurOnce pins the merge's edit of the text
-// the caller read to the backend's rule: once, or every time with
-// ReplaceAll; absent or repeated is refused with the count.
-func TestApplyEdit_OldStringMustOccurOnce(t *testing.T) {
-	tests := []struct {
-		name, text string
-		req        provider.EditRequest
-		want       string
-		wantCode   provider.Code
-		wantInMsg  string
-	}{
-		{name: "once", text: "a\nb\nc\n", req: provider.EditRequest{OldString: "b\n", NewString: "B\n"}, want: "a\nB\nc\n"},
-		{name: "CRLF old string", text: "a\nb\n", req: provider.EditRequest{OldString: "a\r\n", NewString: "A\r\n"}, want: "A\nb\n"},
-		{name: "absent", text: "a\n", req: provider.EditRequest{OldString: "z", NewString: "y"}, wantCode: provider.CodeEditNotFound},
-		{name: "three times", text: "x x x\n", req: provider.EditRequest{OldString: "x", NewString: "y"}, wantCode: provider.CodeAmbiguousEdit, wantInMsg: "3 times"},
-		{name: "replace all", text: "x x x\n", req: provider.EditRequest{OldString: "x", NewString: "y", ReplaceAll: true}, want: "y y y\n"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := applyEdit(provider.Target{DisplayPath: "f.txt"}, tc.text, tc.req)
-			if tc.wantCode != "" {
-				require.Equal(t, tc.wantCode, provider.CodeOf(err), "err: %v", err)
-				assert.Contains(t, provider.MessageOf(err), tc.wantInMsg)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
 		})
 	}
 }

@@ -18,10 +18,10 @@ import (
 )
 
 // watchedEnv is a test server whose backing-tree watcher counts as running.
-func watchedEnv(t *testing.T, tweak ...func(*Config)) *testEnv {
+func watchedEnv(t *testing.T, tweak ...func(*testConfig)) *testEnv {
 	t.Helper()
-	on := func(c *Config) { c.ExternalWatched = func() bool { return true } }
-	return newTestEnv(t, append([]func(*Config){on}, tweak...)...)
+	on := func(c *testConfig) { c.Svc.ExternalWatched = func() bool { return true } }
+	return newTestEnv(t, append([]func(*testConfig){on}, tweak...)...)
 }
 
 // external records an out-of-band change as the watcher would.
@@ -290,10 +290,10 @@ func TestChanges_HiddenPathsMakeAWorkspaceCallerGetEverything(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := watchedEnv(t, func(c *Config) {
-				view, err := overlay.New(c.Engine.FS(), overlay.Rules{Hide: tc.hide})
+			env := watchedEnv(t, func(c *testConfig) {
+				view, err := overlay.New(c.Svc.Engine.FS(), overlay.Rules{Hide: tc.hide})
 				require.NoError(t, err)
-				c.Engine, c.View = policy.NewEngine(c.Engine.Store(), view), view
+				c.Svc.Engine, c.Svc.View = policy.NewEngine(c.Svc.Engine.Store(), view), view
 			})
 			require.NoError(t, os.MkdirAll(filepath.Join(env.root, "repo"), 0o755))
 			c := env.client(t)

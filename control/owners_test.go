@@ -50,8 +50,8 @@ func (q *peerQueue) cred(nc *net.UnixConn) (*unix.Ucred, error) {
 }
 
 // withPeers allows otherUID and lets the test choose each connection's uid.
-func withPeers(q *peerQueue) func(*Config) {
-	return func(cfg *Config) {
+func withPeers(q *peerQueue) func(*testConfig) {
+	return func(cfg *testConfig) {
 		cfg.AllowUIDs = append(cfg.AllowUIDs, otherUID)
 		// The temp directory holding run/ must be searchable by the peer.
 		if err := os.Chmod(filepath.Dir(filepath.Dir(cfg.SocketPath)), 0o711); err != nil {

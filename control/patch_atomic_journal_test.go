@@ -14,15 +14,15 @@ import (
 // goes through the commit journal alone: a daemon with a journal and no
 // branches applies it; one without a journal refuses it (unavailable).
 func TestAtomicPatch_NeedsTheJournalNotTheBranches(t *testing.T) {
-	env := newTestEnv(t, func(cfg *Config) {
-		lfs, ok := cfg.Engine.FS().(*local.FS)
+	env := newTestEnv(t, func(cfg *testConfig) {
+		lfs, ok := cfg.Svc.Engine.FS().(*local.FS)
 		require.True(t, ok)
 		jr, err := journal.Open(lfs, journal.Options{Dir: t.TempDir(), Logger: quietLogger()})
 		require.NoError(t, err)
 		require.NoError(t, jr.Recover())
-		cfg.Journal = jr
+		cfg.Svc.Journal = jr
 	})
-	require.Nil(t, env.srv.br.mgr, "no branches")
+	require.Nil(t, env.branches, "no branches")
 	env.file(t, "a.txt", "a\n")
 	ctx := context.Background()
 	c := env.client(t)

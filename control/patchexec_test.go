@@ -75,7 +75,7 @@ func TestPatch_CommitStopsWhenALaterGuardFails(t *testing.T) {
 	env.file(t, "c.txt", "c\n")
 	c := env.client(t)
 	readAll(t, c, "a.txt", "b.txt", "c.txt")
-	env.srv.hooks.beforeCommitOp = func(i int) {
+	env.hooks.BeforeCommitOp = func(i int) {
 		if i == 1 { // someone else changes b.txt between preflight and its commit
 			require.NoError(t, os.WriteFile(filepath.Join(env.root, "b.txt"), []byte("b changed elsewhere\n"), 0o644))
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dshmount/dshmount/internal/seen"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -14,41 +13,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dshmount/dshmount/service"
 	"golang.org/x/sys/unix"
-
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
 )
 
-// ProcessBinder makes a process and its descendants act for a session on the
-// mount (policy/procbind implements it).
-type ProcessBinder interface {
-	Bind(session policy.SessionID, pid int) error
-	// SessionOf answers which session pid acts for (false: unbound).
-	SessionOf(pid int) (policy.SessionID, bool)
-}
-
-// StrictBinder is a ProcessBinder that also makes strict bindings
-// (session.bind {strict}).
-type StrictBinder interface {
-	BindStrict(session policy.SessionID, pid int) error
-}
-
-// BindingLister is a ProcessBinder that also lists its bindings
-// (daemon.status shows them).
-type BindingLister interface {
-	Bindings() []BindingInfo
-}
-
-// Config configures a Server. SocketPath and Engine are required.
+// Config configures a Server. SocketPath and Service are required.
 type Config struct {
-	SocketPath      string         // where to listen; its directory is created 0700 when missing
-	Engine          *policy.Engine // the one guarded path
-	Binder          ProcessBinder  // nil: session.bind answers an error
-	AllowUIDs       []uint32       // peers allowed besides the daemon's uid and root
-	MaxRequestBytes int64          // bound on one request line; default DefaultMaxRequestBytes
+	SocketPath      string           // where to listen; its directory is created 0700 when missing
+	Service         *service.Service // runs every method
+	AllowUIDs       []uint32         // peers allowed besides the daemon's uid and root
+	MaxRequestBytes int64            // bound on one request line; default DefaultMaxRequestBytes
 	// MaxPendingBytes bounds the bytes of request lines the daemon holds
 	// across all connections (arriving, queued or being served); a line
 	// that would pass it is refused and dropped. Default
@@ -63,16 +37,6 @@ type Config struct {
 	// (connlimit.go). Default a quarter of MaxConnections, at least 1; at
 	// most MaxConnections.
 	MaxConnectionsPerUID int
-	// MaxWatches bounds fs.watch watches across connections (each is a
-	// feed subscription with its buffer). Default DefaultMaxWatches.
-	MaxWatches int
-	// WatchBuffer bounds how many changes a watch may fall behind by before
-	// it gets a lost event and ends. Default policy.DefaultFeedBuffer.
-	WatchBuffer int
-	// WatchWindow is how long a watch collects changes before sending
-	// them, merging the changes of one path by one actor. Default
-	// DefaultWatchWindow.
-	WatchWindow time.Duration
 	// MaxRequests bounds the requests served at once across connections
 	// (each may hold a few descriptors); more wait. Default
 	// DefaultMaxRequests.
@@ -85,35 +49,11 @@ type Config struct {
 	// IdleTimeout closes a connection that sent nothing for this long and
 	// holds no request in flight, no watch and no open session it opened.
 	// Default DefaultIdleTimeout.
-	IdleTimeout   time.Duration
-	Source, Mount string // reported by daemon.status
+	IdleTimeout time.Duration
 	// FuseRequests reports the mount's FUSE requests by opcode for
 	// daemon.status; nil: none are reported.
 	FuseRequests func() map[string]uint64
 	Logger       *slog.Logger // nil: slog.Default()
-
-	// View holds the workspace view's hide and read-only rules, which
-	// branch scopes, branch commits and atomic patches apply too (the
-	// journal writes the workspace beneath the view); nil: no rules.
-	View *overlay.View
-	// Branches keeps the branches of branch.* and of the fs.* methods'
-	// branch parameter; nil: they answer an error.
-	Branches *branch.Manager
-	// Journal applies atomic patches all or nothing (the workspace's one
-	// commit journal, which branch commits go through too); nil: atomic
-	// patches answer an error.
-	Journal Committer
-	// BranchMounts serves branches as FUSE mounts (branch.create's mount,
-	// branch.mount); nil: those are refused.
-	BranchMounts BranchMounter
-
-	// ExternalWatched reports whether the backing-tree watcher runs (nil:
-	// it does not); without it fs.changes cannot vouch for changes made in
-	// the workspace directory and answers everything: true.
-	ExternalWatched func() bool
-	// SeenBytes keeps the bytes sessions read over the socket, for
-	// merge: true (nil: no merge; a stale change is refused as before).
-	SeenBytes *seen.Cache
 
 	hooks testHooks // in-package tests only
 }
@@ -121,8 +61,6 @@ type Config struct {
 // Resource defaults of Config.
 const (
 	DefaultMaxConnections = 256
-	DefaultMaxWatches     = 256
-	DefaultWatchWindow    = 30 * time.Millisecond
 	DefaultMaxRequests    = 64
 	DefaultRequestTimeout = 30 * time.Second
 	DefaultIdleTimeout    = 10 * time.Minute
@@ -147,15 +85,6 @@ func (c Config) withDefaults() Config {
 		c.MaxConnectionsPerUID = max(1, c.MaxConnections/4)
 	}
 	c.MaxConnectionsPerUID = min(c.MaxConnectionsPerUID, c.MaxConnections)
-	if c.MaxWatches <= 0 {
-		c.MaxWatches = DefaultMaxWatches
-	}
-	if c.WatchBuffer <= 0 {
-		c.WatchBuffer = policy.DefaultFeedBuffer
-	}
-	if c.WatchWindow <= 0 {
-		c.WatchWindow = DefaultWatchWindow
-	}
 	if c.MaxRequests <= 0 {
 		c.MaxRequests = DefaultMaxRequests
 	}
@@ -186,13 +115,7 @@ func (c Config) Descriptors() int {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	engine  *policy.Engine
-	store   *policy.Store
-	names   *sessionNames // names of the sessions opened here, closed ones included
-	fs      provider.FileSystem
-	br      *branchScopes
-	journal Committer
-	view    *overlay.View // the workspace view's rules (Config.View)
+	svc     *service.Service
 	uid     uint32
 	self    *creds // the daemon's filesystem credentials, restored after a peer's request
 	started time.Time
@@ -206,10 +129,8 @@ type Server struct {
 
 	pending  *byteBudget   // bytes of request lines held, all connections
 	requests chan struct{} // a slot per request being served
-	watches  atomic.Int64  // watches open, all connections
 
 	connSeq  atomic.Uint64
-	watchSeq atomic.Uint64
 	table    map[string]handler        // method table, built once
 	counters map[string]*methodCounter // fixed key set, built once
 	done     chan struct{}
@@ -221,11 +142,6 @@ type Server struct {
 
 // testHooks let in-package tests interleave with request handling.
 type testHooks struct {
-	// beforeCommitOp runs before the commit of patch operation i (0-based).
-	beforeCommitOp func(i int)
-	// commitApplied runs when a branch commit or an atomic patch has put
-	// every file in place, before it ends.
-	commitApplied func()
 	// peerCred, when set, replaces the SO_PEERCRED lookup of a connection.
 	peerCred func(nc *net.UnixConn) (*unix.Ucred, error)
 	// peerCreds, when set, replaces the lookup of a peer's filesystem
@@ -249,8 +165,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.SocketPath == "" {
 		return nil, errors.New("control: no socket path; pass --socket or set DSH_SOCKET")
 	}
-	if cfg.Engine == nil {
-		return nil, errors.New("control: no policy engine configured")
+	if cfg.Service == nil {
+		return nil, errors.New("control: no service configured")
 	}
 	cfg = cfg.withDefaults()
 	if cfg.MaxPendingBytes < cfg.MaxRequestBytes {
@@ -268,10 +184,7 @@ func NewServer(cfg Config) (*Server, error) {
 		self:     self,
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "control"),
-		engine:   cfg.Engine,
-		store:    cfg.Engine.Store(),
-		names:    newSessionNames(cfg.Engine.Store()),
-		fs:       cfg.Engine.FS(),
+		svc:      cfg.Service,
 		uid:      uint32(os.Getuid()),
 		started:  time.Now(),
 		conns:    make(map[*conn]struct{}),
@@ -281,15 +194,6 @@ func NewServer(cfg Config) (*Server, error) {
 		hooks:    cfg.hooks,
 		pending:  &byteBudget{max: cfg.MaxPendingBytes},
 		requests: make(chan struct{}, cfg.MaxRequests),
-	}
-	var rules overlay.Rules
-	if cfg.View != nil {
-		rules = cfg.View.Rules()
-	}
-	s.br = newBranchScopes(cfg.Branches, rules, cfg.BranchMounts)
-	s.journal, s.view = cfg.Journal, cfg.View
-	if cfg.Branches != nil {
-		s.auditRecovered(cfg.Branches.TakeRecovered())
 	}
 	s.table = s.handlers()
 	for name := range s.table {

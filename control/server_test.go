@@ -39,7 +39,7 @@ func TestSocket_FileModeAndDirectory(t *testing.T) {
 
 func TestSocket_LiveDaemonRefusedStaleSocketReplaced(t *testing.T) {
 	env := newTestEnv(t)
-	_, err := NewServer(Config{SocketPath: env.sock, Engine: env.engine, Logger: quietLogger()})
+	_, err := NewServer(Config{SocketPath: env.sock, Service: env.svc, Logger: quietLogger()})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "held by a running daemon")
 
@@ -50,14 +50,14 @@ func TestSocket_LiveDaemonRefusedStaleSocketReplaced(t *testing.T) {
 	require.NoError(t, ln.Close())
 	_, err = os.Stat(stale)
 	require.NoError(t, err, "the stale socket file must still exist for this test")
-	srv, err := NewServer(Config{SocketPath: stale, Engine: env.engine, Logger: quietLogger()})
+	srv, err := NewServer(Config{SocketPath: stale, Service: env.svc, Logger: quietLogger()})
 	require.NoError(t, err)
 	require.NoError(t, srv.Close())
 
 	// A regular file in the way is not removed.
 	regular := filepath.Join(filepath.Dir(env.sock), "regular")
 	require.NoError(t, os.WriteFile(regular, []byte("x"), 0o600))
-	_, err = NewServer(Config{SocketPath: regular, Engine: env.engine, Logger: quietLogger()})
+	_, err = NewServer(Config{SocketPath: regular, Service: env.svc, Logger: quietLogger()})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not a socket")
 }
@@ -93,7 +93,7 @@ func TestSession_OpenBindClose(t *testing.T) {
 }
 
 func TestSession_BindWithoutBinderIsUnavailable(t *testing.T) {
-	env := newTestEnv(t, func(c *Config) { c.Binder = nil })
+	env := newTestEnv(t, func(c *testConfig) { c.Svc.Binder = nil })
 	c := env.client(t)
 	id, err := c.OpenSession(context.Background(), "")
 	require.NoError(t, err)
@@ -442,7 +442,7 @@ func TestServe_CloseEndsConnections(t *testing.T) {
 // time.
 func TestStatus_ReportsFuseRequestsAndCPU(t *testing.T) {
 	counts := map[string]uint64{"LOOKUP": 3, "CREATE": 1}
-	env := newTestEnv(t, func(c *Config) { c.FuseRequests = func() map[string]uint64 { return counts } })
+	env := newTestEnv(t, func(c *testConfig) { c.FuseRequests = func() map[string]uint64 { return counts } })
 	st, err := env.client(t).Status(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, counts, st.FuseRequests)

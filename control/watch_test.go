@@ -86,29 +86,6 @@ func TestWatch_ReportsEachChangedFileByItsPathKindAndActor(t *testing.T) {
 	require.Equal(t, CodeInvalidParams, re.RPCCode)
 }
 
-func TestWatch_ScopeOfFileDirectoryAndRecursiveWatches(t *testing.T) {
-	cases := []struct {
-		root      string
-		recursive bool
-		in, out   []string
-	}{
-		{root: "f.txt", in: []string{"f.txt"}, out: []string{"f.txt.bak", "g.txt", "d/f.txt"}},
-		{root: "d", in: []string{"d", "d/a", "d/.x"}, out: []string{"d/s/a", "dd/a", "e"}},
-		{root: "d", recursive: true, in: []string{"d", "d/a", "d/s/t/a"}, out: []string{"dd/a", "e"}},
-		{root: ".", in: []string{"a", ".git"}, out: []string{"d/a"}},
-		{root: ".", recursive: true, in: []string{"a", "d/s/a"}},
-	}
-	for _, c := range cases {
-		s := watchScope{root: c.root, recursive: c.recursive}
-		for _, p := range c.in {
-			assert.True(t, s.covers(p), "%+v covers %s", c, p)
-		}
-		for _, p := range c.out {
-			assert.False(t, s.covers(p), "%+v does not cover %s", c, p)
-		}
-	}
-}
-
 func TestWatch_RecursiveSeesDeeperChangesNonRecursiveDoesNot(t *testing.T) {
 	env := newTestEnv(t)
 	env.file(t, "d/sub/deep.txt", "x\n")
@@ -130,7 +107,7 @@ func TestWatch_RecursiveSeesDeeperChangesNonRecursiveDoesNot(t *testing.T) {
 }
 
 func TestWatch_CoalescesOnePathOfOneActorNeverARename(t *testing.T) {
-	env := newTestEnv(t, func(c *Config) { c.WatchWindow = 3 * time.Second })
+	env := newTestEnv(t, func(c *testConfig) { c.Svc.WatchWindow = 3 * time.Second })
 	cl := env.client(t)
 	ctx := context.Background()
 	w, err := cl.Watch(ctx, WatchParams{Path: "."})
@@ -157,21 +134,6 @@ func TestWatch_CoalescesOnePathOfOneActorNeverARename(t *testing.T) {
 	again := nextEvent(t, w)
 	assert.Equal(t, ChangeCreated, again.Kind, "a change after the rename is not merged across it")
 	assert.Equal(t, lastSeq, again.Seq)
-}
-
-func TestWatch_MergeKinds(t *testing.T) {
-	cases := []struct{ prev, next, want ChangeKind }{
-		{ChangeCreated, ChangeModified, ChangeCreated},
-		{ChangeCreated, ChangeAttrib, ChangeCreated},
-		{ChangeCreated, ChangeDeleted, ChangeDeleted},
-		{ChangeModified, ChangeAttrib, ChangeModified},
-		{ChangeAttrib, ChangeModified, ChangeModified},
-		{ChangeDeleted, ChangeCreated, ChangeCreated},
-		{ChangeModified, ChangeDeleted, ChangeDeleted},
-	}
-	for _, c := range cases {
-		assert.Equal(t, c.want, mergeKinds(c.prev, c.next), "%s then %s", c.prev, c.next)
-	}
 }
 
 func TestWatch_SinceReplaysThenGoesLiveAcrossAReconnect(t *testing.T) {
@@ -237,7 +199,7 @@ func TestWatch_SinceTheDaemonCannotVouchForIsChangesLostWithResume(t *testing.T)
 }
 
 func TestWatch_ASubscriberThatFallsBehindGetsOneLostAndTheWatchEnds(t *testing.T) {
-	env := newTestEnv(t, func(c *Config) { c.WatchBuffer = 16 })
+	env := newTestEnv(t, func(c *testConfig) { c.Svc.WatchBuffer = 16 })
 	rc := env.raw(t)
 	r := rc.call(t, `{"jsonrpc":"2.0","id":1,"method":"fs.watch","params":{"path":"."}}`)
 	require.Nil(t, r.Error)
@@ -274,25 +236,6 @@ func TestWatch_ASubscriberThatFallsBehindGetsOneLostAndTheWatchEnds(t *testing.T
 	assert.Equal(t, CodeInvalidParams, r.Error.Code)
 }
 
-func TestWatch_AnotherUIDSeesOnlyTheChannelOfOthersChanges(t *testing.T) {
-	env := newTestEnv(t)
-	sess, err := env.store.OpenOwnedSession("theirs", 4242)
-	require.NoError(t, err)
-	other := policy.AuditEntry{Seq: 9, Path: "f", Op: policy.OpWrite, Actor: policy.Actor{Session: sess.ID, PID: 77, UID: 4242, Channel: policy.ChannelMount}}
-	own := policy.AuditEntry{Seq: 10, Path: "f", Op: policy.OpWrite, Actor: policy.Actor{PID: 78, UID: 1000, Channel: policy.ChannelMount}}
-	peer := &watchState{id: "w1", scope: watchScope{root: "."}, peer: 1000}
-	ev, ok := env.srv.eventFor(peer, other)
-	require.True(t, ok)
-	assert.Equal(t, &ChangeActor{Channel: policy.ChannelMount}, ev.Actor, "no session, pid or uid of another uid")
-	ev, _ = env.srv.eventFor(peer, own)
-	require.NotNil(t, ev.Actor.UID)
-	assert.Equal(t, int32(78), ev.Actor.PID, "its own changes in full")
-	admin := &watchState{id: "w2", scope: watchScope{root: "."}, peer: 0, full: true}
-	ev, _ = env.srv.eventFor(admin, other)
-	assert.Equal(t, "theirs", ev.Actor.SessionName)
-	assert.Equal(t, int32(77), ev.Actor.PID)
-}
-
 func TestWatch_MissingPathNeedsItsDirectory(t *testing.T) {
 	env := newTestEnv(t)
 	cl := env.client(t)
@@ -309,32 +252,6 @@ func TestWatch_MissingPathNeedsItsDirectory(t *testing.T) {
 	ev := nextEvent(t, w)
 	assert.Equal(t, ChangeCreated, ev.Kind)
 	assert.Equal(t, "later.txt", ev.Path)
-}
-
-func TestWatch_ChangeOfEveryOp(t *testing.T) {
-	cases := []struct {
-		e    policy.AuditEntry
-		want ChangeEvent
-	}{
-		{policy.AuditEntry{Op: policy.OpCreate, Path: "a", After: "v"}, ChangeEvent{Kind: ChangeCreated, Path: "a", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpLink, Path: "a"}, ChangeEvent{Kind: ChangeCreated, Path: "a"}},
-		{policy.AuditEntry{Op: policy.OpWrite, Path: "a", After: "v", Detail: "create"}, ChangeEvent{Kind: ChangeCreated, Path: "a", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpWrite, Path: "a", Before: "u", After: "v"}, ChangeEvent{Kind: ChangeModified, Path: "a", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpWrite, Path: "a"}, ChangeEvent{Kind: ChangeModified, Path: "a"}},
-		{policy.AuditEntry{Op: policy.OpWrite, Path: "a", Before: "v", After: "v"}, ChangeEvent{Kind: ChangeAttrib, Path: "a", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpEdit, Path: "a", Before: "u", After: "v"}, ChangeEvent{Kind: ChangeModified, Path: "a", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpPatch, Path: "a", Before: "u", After: "v"}, ChangeEvent{Kind: ChangeModified, Path: "a", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpTruncate, Path: "a"}, ChangeEvent{Kind: ChangeModified, Path: "a"}},
-		{policy.AuditEntry{Op: policy.OpSetattr, Path: "a", Before: "v", After: "v"}, ChangeEvent{Kind: ChangeAttrib, Path: "a", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpDelete, Path: "a", Before: "v"}, ChangeEvent{Kind: ChangeDeleted, Path: "a"}},
-		{policy.AuditEntry{Op: policy.OpUnlink, Path: "a"}, ChangeEvent{Kind: ChangeDeleted, Path: "a"}},
-		{policy.AuditEntry{Op: policy.OpRename, Path: "a", To: "b", After: "v"}, ChangeEvent{Kind: ChangeRenamed, Path: "a", To: "b", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpMove, Path: "a", To: "b", After: "v"}, ChangeEvent{Kind: ChangeRenamed, Path: "a", To: "b", Version: "v"}},
-		{policy.AuditEntry{Op: policy.OpMove, Path: "a", To: "b", After: "v", Detail: "source not removed: FS_IO_ERROR: x"}, ChangeEvent{Kind: ChangeCreated, Path: "b", Version: "v"}},
-	}
-	for _, c := range cases {
-		assert.Equal(t, c.want, changeOf(c.e), "%s %s", c.e.Op, c.e.Detail)
-	}
 }
 
 // mustRawParams returns a notification line's params.
@@ -363,7 +280,7 @@ func TestWatch_ClientThatDoesNotReadGetsALostEventNotASilentDrop(t *testing.T) {
 	last := evs[len(evs)-1]
 	assert.Equal(t, ChangeLost, last.Kind)
 	assert.Equal(t, evs[len(evs)-2].Seq, last.Seq, "resume after the last change delivered")
-	require.Eventually(t, func() bool { return env.srv.watches.Load() == 0 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return env.svc.Watches() == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the daemon's watch was stopped too")
 }
 
@@ -477,18 +394,4 @@ func TestWatch_ReplayMergesOnlyWhatTheLiveStreamMerges(t *testing.T) {
 		replayed = append(replayed, nextEvent(t, replay).Kind)
 	}
 	assert.Equal(t, liveKinds, replayed, "the replay gives the live stream's events")
-}
-
-func TestCoalescer_MergesWithinTheWindowByTheChangesTimes(t *testing.T) {
-	t0 := time.Now()
-	a := &ChangeActor{Session: "s"}
-	co := coalescer{window: 30 * time.Millisecond}
-	co.add(ChangeEvent{Seq: 1, Path: "f", Kind: ChangeCreated, Actor: a, at: t0})
-	co.add(ChangeEvent{Seq: 2, Path: "f", Kind: ChangeModified, Actor: a, at: t0.Add(10 * time.Millisecond)})
-	co.add(ChangeEvent{Seq: 3, Path: "f", Kind: ChangeDeleted, Actor: a, at: t0.Add(300 * time.Millisecond)})
-	got := co.take()
-	require.Len(t, got, 2, "%+v", got)
-	assert.Equal(t, ChangeCreated, got[0].Kind)
-	assert.Equal(t, uint64(2), got[0].Seq)
-	assert.Equal(t, ChangeDeleted, got[1].Kind)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/service"
 )
 
 // dirMounter plays the daemon's branch mounter: it records the
@@ -54,7 +55,7 @@ func (d *dirMounter) at(name string) string {
 func newBranchCLIEnv(t *testing.T) (*cliEnv, *dirMounter) {
 	t.Helper()
 	m := &dirMounter{mounted: map[string]string{}}
-	env := newCLIEnv(t, func(cfg *control.Config) {
+	env := newCLIEnv(t, func(cfg *service.Config) {
 		lfs := cfg.Engine.FS().(*local.FS)
 		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Upper: openBranchUpper})
 		require.NoError(t, err)

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -99,7 +98,7 @@ type clientEnv struct {
 	io            stdio
 	args          []string
 	socket        string
-	session       policy.SessionID
+	session       control.SessionID
 	cwd           string
 	json          bool
 	version       string
@@ -188,7 +187,7 @@ func (v clientVerb) command(ctx context.Context, args []string, sio stdio) int {
 	if e.socket == "" {
 		e.socket = os.Getenv(envSocket)
 	}
-	e.session = policy.SessionID(session)
+	e.session = control.SessionID(session)
 	if len(pos) < v.minArgs || (v.maxArgs >= 0 && len(pos) > v.maxArgs) {
 		return e.report(v.name, &usageError{msg: fmt.Sprintf("expected %s; run 'dshmount %s --help'", v.synopsis, v.name)})
 	}

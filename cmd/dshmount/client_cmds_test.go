@@ -21,6 +21,7 @@ import (
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/policy/localstore"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/service"
 )
 
 // recordingBinder records session.bind calls.
@@ -77,7 +78,7 @@ type cliEnv struct {
 
 // newCLIEnv starts a daemon's control socket; tweak adjusts its Config
 // (the workspace backend is cfg.Engine.FS()).
-func newCLIEnv(t *testing.T, tweak ...func(*control.Config)) *cliEnv {
+func newCLIEnv(t *testing.T, tweak ...func(*service.Config)) *cliEnv {
 	t.Helper()
 	t.Setenv(envSocket, "")
 	t.Setenv(envSession, "")
@@ -91,12 +92,13 @@ func newCLIEnv(t *testing.T, tweak ...func(*control.Config)) *cliEnv {
 	dir, err := os.MkdirTemp("", "dshcli")
 	require.NoError(t, err)
 	env := &cliEnv{root: root, sock: filepath.Join(dir, "control.sock"), binder: &recordingBinder{binds: map[policy.SessionID]int{}}, store: store}
-	cfg := control.Config{SocketPath: env.sock, Engine: policy.NewEngine(store, fs),
-		Binder: env.binder, Source: root, Logger: quiet}
+	cfg := service.Config{Engine: policy.NewEngine(store, fs), Binder: env.binder, Source: root, Logger: quiet}
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	srv, err := control.NewServer(cfg)
+	svc, err := service.New(cfg)
+	require.NoError(t, err)
+	srv, err := control.NewServer(control.Config{SocketPath: env.sock, Service: svc, Logger: quiet})
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background()) }()

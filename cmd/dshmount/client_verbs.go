@@ -16,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -160,7 +159,7 @@ func doSession(ctx context.Context, e *clientEnv) error {
 		if len(e.args) != 2 {
 			return &usageError{msg: "session close needs the session id"}
 		}
-		if err := e.client.CloseSession(ctx, policy.SessionID(e.args[1])); err != nil {
+		if err := e.client.CloseSession(ctx, control.SessionID(e.args[1])); err != nil {
 			return err
 		}
 		return e.emit(control.Empty{}, func(io.Writer) {})
@@ -477,7 +476,7 @@ const saveWindow = 2 * time.Second
 // agent's create then move of two ordinary names shows as both).
 func savedVia(entries []control.LogEntry, i int) int {
 	r := entries[i]
-	if r.Refused != "" || r.To == "" || (r.Op != policy.OpRename && r.Op != policy.OpMove) || !tempOf(r.Path, r.To) {
+	if r.Refused != "" || r.To == "" || (r.Op != control.OpRename && r.Op != control.OpMove) || !tempOf(r.Path, r.To) {
 		return 0
 	}
 	n := 0
@@ -488,7 +487,7 @@ func savedVia(entries []control.LogEntry, i int) int {
 			break
 		}
 		switch e.Op {
-		case policy.OpCreate, policy.OpWrite, policy.OpTruncate, policy.OpSetattr:
+		case control.OpCreate, control.OpWrite, control.OpTruncate, control.OpSetattr:
 			n++
 			continue
 		}

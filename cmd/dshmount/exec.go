@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -221,7 +220,7 @@ func newestSeq(ctx context.Context, client *control.Client) uint64 {
 // command failed, it prints one line per refusal the daemon logged for
 // the session after mark (oldest first); when the session was opened for
 // the command, it closes it.
-func afterTree(ctx context.Context, socket string, id policy.SessionID, owned bool, mark uint64, failed bool, sio stdio) {
+func afterTree(ctx context.Context, socket string, id control.SessionID, owned bool, mark uint64, failed bool, sio stdio) {
 	if !failed && !owned {
 		return
 	}
@@ -259,7 +258,7 @@ func refusalLine(en control.LogEntry, cause string) string {
 	}
 	prep := "to"
 	switch en.Op {
-	case policy.OpDelete, policy.OpUnlink, policy.OpMove, policy.OpRename:
+	case control.OpDelete, control.OpUnlink, control.OpMove, control.OpRename:
 		prep = "of"
 	}
 	reason := en.Reason
@@ -267,7 +266,7 @@ func refusalLine(en control.LogEntry, cause string) string {
 		reason = "changed since you read it (" + cause + ")"
 	}
 	line := fmt.Sprintf("dshmount: refused %s %s %s: %s, %s", en.Op, prep, target, en.Refused, reason)
-	if en.Channel == policy.ChannelMount && en.PID != 0 {
+	if en.Channel == control.ChannelMount && en.PID != 0 {
 		line += fmt.Sprintf(" (pid %d)", en.PID)
 	}
 	if en.Suppressed > 0 {
@@ -278,7 +277,7 @@ func refusalLine(en control.LogEntry, cause string) string {
 
 // staleCause words who made the change that made a stale refusal stale:
 // the newest change of its path before it ("" when unknown or not stale).
-func staleCause(ctx context.Context, client *control.Client, en control.LogEntry, self policy.SessionID) string {
+func staleCause(ctx context.Context, client *control.Client, en control.LogEntry, self control.SessionID) string {
 	if en.Refused != provider.CodeStaleVersion {
 		return ""
 	}

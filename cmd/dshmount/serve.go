@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/dshmount/dshmount/internal/seen"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +14,9 @@ import (
 	"runtime/pprof"
 	"sync/atomic"
 	"time"
+
+	"github.com/dshmount/dshmount/internal/seen"
+	"github.com/dshmount/dshmount/service"
 
 	"github.com/dshmount/dshmount/control"
 	runregistry "github.com/dshmount/dshmount/control/registry"
@@ -89,7 +91,7 @@ func runServe(ctx context.Context, args []string, sio stdio) int {
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) (err error) {
 	ctlCfg := control.Config{
 		SocketPath: cfg.Socket, AllowUIDs: cfg.AllowUIDs,
-		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
+		Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxConnections: cfg.MaxConnections, MaxConnectionsPerUID: cfg.MaxConnectionsPerUID, MaxPendingBytes: cfg.MaxPendingBytes,
 		RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.IdleTimeout,
 	}
@@ -108,7 +110,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err := openStateDirForAllowed(cfg); err != nil {
 		return err
 	}
-	ctlCfg.SeenBytes, err = seen.Open(filepath.Join(cfg.StateDir, "seen"), int64(cfg.MergeCache))
+	seenBytes, err := seen.Open(filepath.Join(cfg.StateDir, "seen"), int64(cfg.MergeCache))
 	if err != nil {
 		return err
 	}
@@ -193,12 +195,18 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		started.Store(true)
 		defer started.Store(false) // before the watcher closes: the mount outlives it
 	}
-	ctlCfg.ExternalWatched = watching.Load
+	svc, err := service.New(service.Config{
+		Engine: engine, Binder: bindNotifier{registry, mnt, bmounts}, Branches: branches,
+		Journal: branches.Journal(), View: view, BranchMounts: bmounts,
+		ExternalWatched: watching.Load, SeenBytes: seenBytes,
+		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log,
+	})
+	if err != nil {
+		unmount()
+		return fmt.Errorf("service: %w", err)
+	}
+	ctlCfg.Service = svc
 	ctlCfg.FuseRequests = mnt.Requests
-
-	ctlCfg.Engine, ctlCfg.Binder, ctlCfg.Branches = engine, bindNotifier{registry, mnt, bmounts}, branches
-	ctlCfg.Journal, ctlCfg.View = branches.Journal(), view
-	ctlCfg.BranchMounts = bmounts
 	srv, err := control.NewServer(ctlCfg)
 	if err != nil {
 		unmount()
@@ -227,8 +235,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			}
 		}()
 	}
-	bmounts.gone = srv.BranchMountGone
-	if merr := srv.MountBranches(ctx); merr != nil {
+	bmounts.gone = svc.BranchMountGone
+	if merr := svc.MountBranches(ctx); merr != nil {
 		log.Warn("some branch mounts did not come back", "err", merr)
 	}
 	log.Info("ready", "source", cfg.Source, "mount", cfg.Mountpoint, "socket", cfg.Socket, "state", cfg.StateDir)
@@ -256,7 +264,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	stopServing()
 	_ = srv.Close()
-	unmountBranches(srv, cfg.Grace) // before the workspace mount they lie beside
+	unmountBranches(svc, cfg.Grace) // before the workspace mount they lie beside
 	unmount()
 	registry.Sweep() // remove the binding cgroups that are empty by now
 	if serveErr != nil {

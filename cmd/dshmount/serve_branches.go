@@ -8,12 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/fuse"
 	"github.com/dshmount/dshmount/overlay"
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/service"
 )
 
 // openBranches opens the branches kept in the state directory; a commit a
@@ -34,7 +34,7 @@ func openBranchUpper(dir string) (branch.Upper, error) {
 }
 
 // branchMounter serves branches as FUSE mounts beside the workspace mount,
-// configured like it (control.BranchMounter).
+// configured like it (service.BranchMounter).
 type branchMounter struct {
 	base fuse.Config // the workspace mount's configuration
 	log  *slog.Logger
@@ -46,7 +46,7 @@ type branchMounter struct {
 	gone func(name, dir string)
 }
 
-var _ control.BranchMounter = (*branchMounter)(nil)
+var _ service.BranchMounter = (*branchMounter)(nil)
 
 // newBranchMounter returns a mounter whose mounts are configured like the
 // workspace mount of base.
@@ -54,7 +54,7 @@ func newBranchMounter(base fuse.Config, log *slog.Logger) *branchMounter {
 	return &branchMounter{base: base, log: log, live: map[*fuse.Server]policy.Observer{}}
 }
 
-// Mount implements control.BranchMounter: it detaches a dead mount a
+// Mount implements service.BranchMounter: it detaches a dead mount a
 // killed daemon left at dir, then mounts branch b there with its engine
 // and view.
 func (bm *branchMounter) Mount(_ context.Context, b *branch.Branch, engine *policy.Engine, view *overlay.View, dir string) (func(context.Context) error, error) {
@@ -104,7 +104,7 @@ func (bm *branchMounter) Mount(_ context.Context, b *branch.Branch, engine *poli
 			return fmt.Errorf("unmount branch %s from %s: %w", b.Name(), dir, err)
 		}
 		if ctx.Err() != nil { // Unmount waited out ctx, then detached
-			return fmt.Errorf("branch %s at %s: %w", b.Name(), dir, control.ErrDetachedLazily)
+			return fmt.Errorf("branch %s at %s: %w", b.Name(), dir, service.ErrDetachedLazily)
 		}
 		return nil
 	}, nil
@@ -159,7 +159,7 @@ func (bm *branchMounter) ForgetCallers() {
 // unmountBranches ends the branch mounts at shutdown, waiting up to grace
 // for busy ones before detaching them lazily; their records stay, so the
 // next start mounts them again.
-func unmountBranches(srv *control.Server, grace time.Duration) {
+func unmountBranches(srv *service.Service, grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	srv.UnmountBranches(ctx)

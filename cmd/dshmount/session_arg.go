@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
 )
 
 // sessionIDForm is the form of the ids the daemon gives sessions.
@@ -21,9 +20,9 @@ var sessionIDForm = regexp.MustCompile(`^s-[0-9a-f]{16}$`)
 // ids. ok is false when the argument is neither an id nor a known name
 // (the caller decides: the verbs pass it on, and the daemon answers that
 // the session is unknown; mcp opens a session of that name).
-func resolveSession(ctx context.Context, client *control.Client, arg string) (id policy.SessionID, ok bool, err error) {
+func resolveSession(ctx context.Context, client *control.Client, arg string) (id control.SessionID, ok bool, err error) {
 	if arg == "" || sessionIDForm.MatchString(arg) {
-		return policy.SessionID(arg), arg != "", nil
+		return control.SessionID(arg), arg != "", nil
 	}
 	st, err := client.Status(ctx)
 	if err != nil {
@@ -40,9 +39,9 @@ func resolveSession(ctx context.Context, client *control.Client, arg string) (id
 	}
 	switch len(named) {
 	case 0:
-		return policy.SessionID(arg), false, nil
+		return control.SessionID(arg), false, nil
 	case 1:
-		return policy.SessionID(named[0]), true, nil
+		return control.SessionID(named[0]), true, nil
 	}
 	sort.Strings(named)
 	return "", false, &usageError{msg: fmt.Sprintf("session name %q is ambiguous: %d sessions have it (%s); pass one of the ids",

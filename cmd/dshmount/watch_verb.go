@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -146,7 +145,7 @@ func actorText(a *control.ChangeActor) string {
 		}
 		parts = append(parts, "session="+name)
 	}
-	if a.PID != 0 && a.Channel == policy.ChannelMount {
+	if a.PID != 0 && a.Channel == control.ChannelMount {
 		parts = append(parts, fmt.Sprintf("pid=%d", a.PID))
 		if a.UID != nil {
 			parts = append(parts, fmt.Sprintf("uid=%d", *a.UID))

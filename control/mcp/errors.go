@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
@@ -82,9 +81,9 @@ func (c *Conn) staleText(ctx context.Context, path string) string {
 	if e, ok := c.newestEntry(ctx, path); ok && c.afterSeen(path, e) {
 		who = c.describeEntry(e)
 		switch e.Op {
-		case policy.OpDelete, policy.OpUnlink:
+		case control.OpDelete, control.OpUnlink:
 			what, next = "was deleted", "it no longer exists; write it anew if you still need it"
-		case policy.OpMove, policy.OpRename:
+		case control.OpMove, control.OpRename:
 			if e.To != "" && e.To != path {
 				what = "was moved to " + e.To
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/internal/seen"
+	"github.com/dshmount/dshmount/service"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -61,7 +62,9 @@ func startDaemon(t *testing.T) *testDaemon {
 	t.Cleanup(func() { _ = branches.Close() })
 	cache, err := seen.Open(filepath.Join(t.TempDir(), "seen"), seen.DefaultMaxBytes)
 	require.NoError(t, err)
-	srv, err := control.NewServer(control.Config{SocketPath: socket, Engine: engine, Source: root, Logger: quietLogger(), Branches: branches, Journal: branches.Journal(), SeenBytes: cache})
+	svc, err := service.New(service.Config{Engine: engine, Source: root, Logger: quietLogger(), Branches: branches, Journal: branches.Journal(), SeenBytes: cache})
+	require.NoError(t, err)
+	srv, err := control.NewServer(control.Config{SocketPath: socket, Service: svc, Logger: quietLogger()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

@@ -12,15 +12,14 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
 
 // Daemon is the part of the control client the MCP server uses, one method
 // per RPC; *control.Client implements it.
 type Daemon interface {
-	OpenSessionWith(ctx context.Context, p control.SessionOpenParams) (policy.SessionID, error)
-	CloseSession(ctx context.Context, id policy.SessionID) error
+	OpenSessionWith(ctx context.Context, p control.SessionOpenParams) (control.SessionID, error)
+	CloseSession(ctx context.Context, id control.SessionID) error
 	Stat(ctx context.Context, p control.StatParams) (*control.StatResult, error)
 	List(ctx context.Context, p control.ListParams) (*control.ListResult, error)
 	Read(ctx context.Context, p control.ReadParams) (*control.ReadResult, error)
@@ -46,7 +45,7 @@ type Config struct {
 	// Session, when set, is an existing session the connection acts for
 	// instead of opening one (SessionName is then unused); the connection
 	// does not close it.
-	Session policy.SessionID
+	Session control.SessionID
 	// Cwd is the base of relative paths ("" = the workspace root).
 	Cwd string
 	// Branch, when set, makes every tool act in that branch (the session's
@@ -65,7 +64,7 @@ type Config struct {
 type Conn struct {
 	cfg     Config
 	log     *slog.Logger
-	session policy.SessionID
+	session control.SessionID
 	server  *sdk.Server
 
 	mu   sync.Mutex
@@ -93,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	id := cfg.Session
 	if id == "" {
 		var err error
-		id, err = cfg.Daemon.OpenSessionWith(ctx, control.SessionOpenParams{Name: cfg.SessionName, Channel: policy.ChannelMCP, Branch: cfg.Branch})
+		id, err = cfg.Daemon.OpenSessionWith(ctx, control.SessionOpenParams{Name: cfg.SessionName, Channel: control.ChannelMCP, Branch: cfg.Branch})
 		if err != nil {
 			return nil, fmt.Errorf("open a policy session: %w", err)
 		}
@@ -113,7 +112,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 const instructions = `This server edits a guarded workspace. Read a file before you edit, overwrite, move or delete it; if someone changes it after your read, your change is refused with FS_STALE_VERSION and you must read it again. Failed calls start with a stable FS_… code.`
 
 // Session returns the policy session this connection acts for.
-func (c *Conn) Session() policy.SessionID { return c.session }
+func (c *Conn) Session() control.SessionID { return c.session }
 
 // Server returns the MCP server, for callers that run their own transport.
 func (c *Conn) Server() *sdk.Server { return c.server }

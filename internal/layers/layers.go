@@ -25,6 +25,9 @@ const (
 	Rules
 	// Composites build on the rules: branches, process bindings.
 	Composites
+	// Services run the methods every transport serves: one checklist per
+	// method over the rules and composites.
+	Services
 	// Transports serve requests: the FUSE mount and the control socket.
 	Transports
 	// Clients speak to a transport: MCP, the fsmonitor hook.
@@ -64,6 +67,7 @@ func Table() map[string]int {
 		"policy/procbind":           Composites,
 		"policy/localstore":         Composites,
 		"internal/watcher":          Composites,
+		"service":                   Services,
 		"fuse":                      Transports,
 		"control":                   Transports,
 		"control/mcp":               Clients,

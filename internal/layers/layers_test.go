@@ -103,3 +103,83 @@ func TestLayers_UnreachableStaysUnreached(t *testing.T) {
 	sort.Strings(bad)
 	require.Empty(t, bad)
 }
+
+// inCore reports whether pkg is of the core the socket's transports reach
+// only through the service: the guard (policy and its stores), the view
+// and branches (overlay), and the host disk (provider/local).
+func inCore(pkg string) bool {
+	return pkg == "policy" || strings.HasPrefix(pkg, "policy/") ||
+		pkg == "overlay" || strings.HasPrefix(pkg, "overlay/") || pkg == "provider/local"
+}
+
+// pastService returns the direct imports of pkg that are in the core or
+// reach it by a path that enters neither the service nor the FUSE
+// transport (which guards the mount itself, beside the socket).
+func pastService(pkgs map[string][]string, pkg string) []string {
+	reaches := map[string]bool{}
+	var walk func(p string) bool
+	walk = func(p string) bool {
+		if r, ok := reaches[p]; ok {
+			return r
+		}
+		reaches[p] = false // cycles cannot happen in Go; this only memoises
+		r := inCore(p)
+		if p != "service" && p != "fuse" {
+			for _, d := range pkgs[p] {
+				if walk(d) {
+					r = true
+				}
+			}
+		}
+		reaches[p] = r
+		return r
+	}
+	var out []string
+	for _, d := range pkgs[pkg] {
+		if d != "service" && d != "fuse" && walk(d) {
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cliStillWiresTheDaemon lists the imports through which dshmount serve
+// still builds the store, the workspace filesystem, the view, the branches,
+// the process bindings and the tree watcher itself instead of asking the
+// service for them. The list may only shrink: an import that goes must
+// leave it, and a new one fails the test.
+var cliStillWiresTheDaemon = []string{
+	"internal/watcher", "overlay", "overlay/branch", "policy", "policy/kv", "policy/kv/badgerkv",
+	"policy/kv/etcdkv", "policy/localstore", "policy/procbind", "provider/local",
+}
+
+// TestLayers_TransportsReachTheCoreOnlyThroughTheService pins the service
+// boundary: control, control/mcp and the CLI reach policy, overlay and
+// provider/local only through the service, and the service imports no
+// transport, not even indirectly.
+func TestLayers_TransportsReachTheCoreOnlyThroughTheService(t *testing.T) {
+	pkgs := imports(t)
+	for _, transport := range []string{"control", "control/mcp", "control/fsmonitor"} {
+		require.Empty(t, pastService(pkgs, transport), "%s reaches policy, overlay or provider/local past the service", transport)
+	}
+	require.Equal(t, cliStillWiresTheDaemon, pastService(pkgs, "cmd/dshmount"),
+		"cmd/dshmount's imports past the service changed: remove the ones that went from cliStillWiresTheDaemon; add none")
+
+	seen := map[string]bool{}
+	var deps func(p string)
+	deps = func(p string) {
+		for _, d := range pkgs[p] {
+			if !seen[d] {
+				seen[d] = true
+				deps(d)
+			}
+		}
+	}
+	deps("service")
+	for d := range seen {
+		require.False(t, d == "fuse" || strings.HasPrefix(d, "fuse/") && d != "fuse/reqcount" ||
+			d == "control" || strings.HasPrefix(d, "control/") || strings.HasPrefix(d, "cmd/"),
+			"the service reaches the transport %s", d)
+	}
+}

@@ -5,10 +5,13 @@
 package etcdtest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -31,28 +34,39 @@ type Options struct {
 	MaxTxnOps uint
 }
 
-// Start starts a member with its data in dir.
+// Start starts a member with its data in dir. A port picked free may be
+// taken by someone else before etcd binds it (another test's outgoing
+// connection, say): then it picks new ports.
 func Start(dir string, o Options) (*Server, error) {
-	cp, err := freePort()
-	if err != nil {
-		return nil, err
+	var err error
+	for range 10 {
+		var cp, pp int
+		if cp, err = freePort(); err != nil {
+			return nil, err
+		}
+		if pp, err = freePort(); err != nil {
+			return nil, err
+		}
+		s := &Server{dir: dir, clientPort: cp, peerPort: pp, maxTxnOps: o.MaxTxnOps}
+		if err = s.start(1); err == nil {
+			return s, nil
+		}
+		if !addrInUse(err) {
+			return nil, err
+		}
 	}
-	pp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{dir: dir, clientPort: cp, peerPort: pp, maxTxnOps: o.MaxTxnOps}
-	if err := s.Restart(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return nil, err
 }
 
 // Endpoint is the member's client address, host:port.
 func (s *Server) Endpoint() string { return fmt.Sprintf("127.0.0.1:%d", s.clientPort) }
 
 // Restart starts the member again on the same ports and data (after Stop).
-func (s *Server) Restart() error {
+// A port just released by Stop may linger briefly: it tries for 5 s.
+func (s *Server) Restart() error { return s.start(50) }
+
+// start starts the member, trying up to attempts times 100 ms apart.
+func (s *Server) start(attempts int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.etcd != nil {
@@ -73,12 +87,13 @@ func (s *Server) Restart() error {
 	}
 	var e *embed.Etcd
 	var err error
-	// A port just released by Stop may linger briefly.
-	for range 50 {
+	for i := range attempts {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
 		if e, err = embed.StartEtcd(cfg); err == nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
 		return fmt.Errorf("start embedded etcd in %s: %w", s.dir, err)
@@ -104,6 +119,12 @@ func (s *Server) Stop() {
 		s.etcd.Close()
 		s.etcd = nil
 	}
+}
+
+// addrInUse reports a port someone else holds (etcd does not always wrap
+// the listener's error).
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 func freePort() (int, error) {
