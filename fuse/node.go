@@ -213,7 +213,8 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags uint32, mask ui
 		if err != nil {
 			err = n.staleIfGone(err)
 		} else {
-			err = n.current(statxBacking(&x))
+			bs := statxBacking(&x)
+			err = n.current(&bs)
 		}
 	}
 	if err != nil {
