@@ -205,3 +205,27 @@ func TestKernelCache_AListingRefreshesTheAttributesOfHeldFiles(t *testing.T) {
 	stats := after["GETATTR"] + after["LOOKUP"] - before["GETATTR"] - before["LOOKUP"]
 	assert.LessOrEqual(t, float64(stats), requestSlack*n, "the stats after the listing are answered by its attributes")
 }
+
+// TestKernelCache_AListingNamesTheFilesTheKernelDoesNotHold pins the other
+// half of the READDIRPLUS rule: of a directory whose files the kernel does
+// not hold (made out of band), a listing carries attributes for its first
+// 256 entries only (fuse readdirPlusCold) and names the rest, so a plain
+// listing does not make the daemon look every entry up; a stat of one of
+// the rest is a LOOKUP.
+func TestKernelCache_AListingNamesTheFilesTheKernelDoesNotHold(t *testing.T) {
+	const n, cold = 1000, 256
+	d := startDaemon(t, daemonOptions{})
+	require.NoError(t, os.Mkdir(filepath.Join(d.Src, "c"), 0o755))
+	for i := range n {
+		require.NoError(t, os.WriteFile(filepath.Join(d.Src, fmt.Sprintf("c/f%d", i)), []byte("x"), 0o644))
+	}
+	before := d.requestCounts()
+	assert.Len(t, names(t, d.m("c")), n)
+	for i := range n {
+		_, err := os.Lstat(d.m(fmt.Sprintf("c/f%d", i)))
+		require.NoError(t, err)
+	}
+	after := d.requestCounts()
+	lookups := float64(after["LOOKUP"] - before["LOOKUP"])
+	assert.InDelta(t, n-cold, lookups, requestSlack*n, "LOOKUPs after listing %d files the kernel did not hold", n)
+}
