@@ -18,15 +18,6 @@ import (
 // socket answers. So the timeouts only bound what nothing reports; see
 // WatchedTimeout.
 
-// readdirPlusCaps is the INIT capability a mode asks for beyond go-fuse's
-// own (READDIRPLUS, unless disabled).
-func readdirPlusCaps(r ReaddirPlusMode) uint64 {
-	if r == ReaddirPlusAuto || r == "" {
-		return gofuse.CAP_READDIRPLUS_AUTO
-	}
-	return 0
-}
-
 // negativeTimeout is go-fuse's option for d (nil: missing names are not
 // cached).
 func negativeTimeout(d time.Duration) *time.Duration {

@@ -40,11 +40,14 @@ type ReaddirPlusMode string
 
 // ReaddirPlus modes.
 const (
-	// ReaddirPlusAuto: the kernel asks for attributes with the first
-	// batch, and for the rest only when it also looks the names up (ls -l,
-	// git status), so a plain listing (find, ls) costs no lookup per entry.
+	// ReaddirPlusAuto: a listing carries attributes for the entries the
+	// kernel already holds (a stat after it costs no GETATTR, although the
+	// kernel dropped a written file's size and times) and for its first
+	// entries (a cold ls -l); the others go as names only, so a plain
+	// listing (find, ls) of a large directory costs no lookup per entry
+	// (dirHandle.Lookup).
 	ReaddirPlusAuto ReaddirPlusMode = "auto"
-	// ReaddirPlusAlways: every batch carries attributes (a lookup per
+	// ReaddirPlusAlways: every entry carries attributes (a lookup per
 	// entry in the daemon).
 	ReaddirPlusAlways ReaddirPlusMode = "always"
 	// ReaddirPlusOff: names only; each name is looked up when used.

@@ -11,14 +11,27 @@ import (
 )
 
 // dirHandle is an open directory: go-fuse's loopback directory stream with
-// the hidden children left out.
+// the hidden children left out, and the attributes READDIRPLUS carries
+// (see Lookup).
 type dirHandle struct {
 	inner  fs.DirStream
 	hidden func(name string) bool
+	dir    *node
+	plus   ReaddirPlusMode
+	// fromStart is how many entries the stream produced since it was at
+	// the listing's start (-1: it was sought elsewhere).
+	fromStart int
 }
+
+// readdirPlusCold is how many entries from a listing's start carry
+// attributes in ReaddirPlusAuto although the kernel holds no inode for
+// them: about the kernel's first READDIRPLUS batch for a 32 KiB getdents
+// buffer (glibc's), what the kernel's own auto mode asked attributes for.
+const readdirPlusCold = 256
 
 var (
 	_ fs.FileReaddirenter = (*dirHandle)(nil)
+	_ fs.FileLookuper     = (*dirHandle)(nil)
 	_ fs.FileSeekdirer    = (*dirHandle)(nil)
 	_ fs.FileReleasedirer = (*dirHandle)(nil)
 	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
@@ -36,17 +49,44 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*gofuse.DirEntry, syscall.E
 			return de, errno
 		}
 		if de.Name == "." || de.Name == ".." || !d.hidden(de.Name) {
+			if d.fromStart >= 0 {
+				d.fromStart++
+			}
 			return de, 0
 		}
 	}
 }
 
+// Lookup implements fs.FileLookuper: go-fuse calls it for each entry of a
+// READDIRPLUS batch (the kernel asks for attributes with every batch unless
+// ReaddirPlusOff). An entry whose inode the kernel holds gets its current
+// attributes: the kernel drops a file's size and times after every write
+// to it, so a stat after the listing would otherwise cost a GETATTR per
+// file. An entry the kernel does not hold gets them only among the first
+// readdirPlusCold of a listing (ReaddirPlusAuto; every entry with
+// ReaddirPlusAlways); the others go as names only (node id 0), which the
+// kernel looks up when a program uses them, so a plain listing (find, ls)
+// of a large directory costs no lookup per entry. The attributes come from
+// node.Lookup, the one a LOOKUP runs: as exact as a GETATTR.
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	cold := d.plus == ReaddirPlusAlways || (d.fromStart >= 0 && d.fromStart <= readdirPlusCold)
+	if !cold && d.dir.GetChild(name) == nil {
+		return nil, syscall.ENOENT // a name only: the kernel ignores the entry's attributes
+	}
+	return d.dir.Lookup(ctx, name, out)
+}
+
 // Seekdir implements fs.FileSeekdirer.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if s, ok := d.inner.(fs.FileSeekdirer); ok {
-		return s.Seekdir(ctx, off)
+	s, ok := d.inner.(fs.FileSeekdirer)
+	if !ok {
+		return syscall.ENOTSUP
 	}
-	return syscall.ENOTSUP
+	d.fromStart = -1
+	if off == 0 {
+		d.fromStart = 0
+	}
+	return s.Seekdir(ctx, off)
 }
 
 // Releasedir implements fs.FileReleasedirer.
@@ -81,7 +121,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return &dirHandle{inner: ds, hidden: n.hiddenIn(rel)}, n.m.dirOpenFlags(), 0
+	return &dirHandle{inner: ds, hidden: n.hiddenIn(rel), dir: n, plus: n.m.cfg.ReaddirPlus}, n.m.dirOpenFlags(), 0
 }
 
 // Readdir implements fs.NodeReaddirer (go-fuse uses OpendirHandle; this

@@ -114,7 +114,10 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			PanicHandler: m.panicHandler,
 			// A bound writer's direct-I/O handle may be mmap'd shared:
 			// its stores then reach the daemon as guarded writes.
-			ExtraCapabilities:    gofuse.CAP_DIRECT_IO_ALLOW_MMAP | gofuse.CAP_HANDLE_KILLPRIV_V2 | readdirPlusCaps(cfg.ReaddirPlus),
+			// The kernel asks for attributes with every listing batch
+			// (READDIRPLUS, not READDIRPLUS_AUTO): the daemon decides per
+			// entry which carry them (dirHandle.Lookup).
+			ExtraCapabilities:    gofuse.CAP_DIRECT_IO_ALLOW_MMAP | gofuse.CAP_HANDLE_KILLPRIV_V2,
 			DisableReadDirPlus:   cfg.ReaddirPlus == ReaddirPlusOff,
 			EnableSymlinkCaching: cfg.CacheLinks,
 		},

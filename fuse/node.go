@@ -170,7 +170,15 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	if name == ".git" {
 		n.m.learnGitDir(rel, &bs.st)
 	}
-	child := n.newChild(ctx, &bs)
+	attr := n.m.stableAttr(&bs)
+	if held := n.GetChild(name); held != nil && held.StableAttr() == attr {
+		// The kernel holds the name's file (a revalidation, a listing's
+		// READDIRPLUS): answer with its node instead of a new one that
+		// go-fuse would drop for it.
+		out.Ino = attr.Ino
+		return held, 0
+	}
+	child := n.NewInode(ctx, n.m.newNode(), attr)
 	out.Ino = child.StableAttr().Ino
 	return child, 0
 }
@@ -213,7 +221,8 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags uint32, mask ui
 		if err != nil {
 			err = n.staleIfGone(err)
 		} else {
-			err = n.current(statxBacking(&x))
+			bs := statxBacking(&x)
+			err = n.current(&bs)
 		}
 	}
 	if err != nil {

@@ -45,12 +45,13 @@ func statx(dirfd int, path string, flags int) (backingStat, error) {
 	if err != nil {
 		return backingStat{}, err
 	}
-	return *statxBacking(&x), nil
+	return statxBacking(&x), nil
 }
 
-// statxBacking converts a statx(2) answer.
-func statxBacking(x *unix.Statx_t) *backingStat {
-	bs := new(backingStat)
+// statxBacking converts a statx(2) answer (a value: a stat per request
+// allocates nothing).
+func statxBacking(x *unix.Statx_t) backingStat {
+	var bs backingStat
 	st := &bs.st
 	st.Dev = unix.Mkdev(x.Dev_major, x.Dev_minor)
 	st.Ino = x.Ino

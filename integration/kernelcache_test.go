@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -172,4 +173,59 @@ func TestKernelCache_AnOutOfBandChangeToAFileTheMountHoldsOpenIsVisible(t *testi
 		return err == nil && st.Size() == int64(len("written out of band\n"))
 	})
 	t.Logf("visible after %v", took)
+}
+
+// TestKernelCache_AListingRefreshesTheAttributesOfHeldFiles pins the
+// READDIRPLUS rule (fuse dirHandle.Lookup): a listing carries the backing
+// files' current attributes for the files the kernel holds, so the stats
+// that follow it cost no request and still show a change made out of band
+// that no watcher reported (--watch=false; the kernel's own attributes of
+// the files are 10 s old at most, and a write through the mount dropped
+// their size and times).
+func TestKernelCache_AListingRefreshesTheAttributesOfHeldFiles(t *testing.T) {
+	const n = 400 // more than the first listing batch
+	d := startDaemon(t, daemonOptions{Args: []string{"--watch=false"}})
+	require.NoError(t, os.Mkdir(d.m("l"), 0o755))
+	name := func(i int) string { return fmt.Sprintf("l/f%d", i) }
+	for i := range n {
+		require.NoError(t, os.WriteFile(d.m(name(i)), []byte("through the mount\n"), 0o644))
+	}
+	const outOfBand = "through the mount\nand out of band\n"
+	for i := range n {
+		require.NoError(t, os.WriteFile(filepath.Join(d.Src, name(i)), []byte(outOfBand), 0o644))
+	}
+	before := d.requestCounts()
+	assert.Len(t, names(t, d.m("l")), n)
+	for i := range n {
+		st, err := os.Lstat(d.m(name(i)))
+		require.NoError(t, err)
+		require.Equal(t, int64(len(outOfBand)), st.Size(), "%s: the size the backing file has", name(i))
+	}
+	after := d.requestCounts()
+	stats := after["GETATTR"] + after["LOOKUP"] - before["GETATTR"] - before["LOOKUP"]
+	assert.LessOrEqual(t, float64(stats), requestSlack*n, "the stats after the listing are answered by its attributes")
+}
+
+// TestKernelCache_AListingNamesTheFilesTheKernelDoesNotHold pins the other
+// half of the READDIRPLUS rule: of a directory whose files the kernel does
+// not hold (made out of band), a listing carries attributes for its first
+// 256 entries only (fuse readdirPlusCold) and names the rest, so a plain
+// listing does not make the daemon look every entry up; a stat of one of
+// the rest is a LOOKUP.
+func TestKernelCache_AListingNamesTheFilesTheKernelDoesNotHold(t *testing.T) {
+	const n, cold = 1000, 256
+	d := startDaemon(t, daemonOptions{})
+	require.NoError(t, os.Mkdir(filepath.Join(d.Src, "c"), 0o755))
+	for i := range n {
+		require.NoError(t, os.WriteFile(filepath.Join(d.Src, fmt.Sprintf("c/f%d", i)), []byte("x"), 0o644))
+	}
+	before := d.requestCounts()
+	assert.Len(t, names(t, d.m("c")), n)
+	for i := range n {
+		_, err := os.Lstat(d.m(fmt.Sprintf("c/f%d", i)))
+		require.NoError(t, err)
+	}
+	after := d.requestCounts()
+	lookups := float64(after["LOOKUP"] - before["LOOKUP"])
+	assert.InDelta(t, n-cold, lookups, requestSlack*n, "LOOKUPs after listing %d files the kernel did not hold", n)
 }

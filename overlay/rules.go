@@ -123,15 +123,49 @@ func matchSegments(pat, segs []string) bool {
 	return len(segs) == 0
 }
 
-// splitRel turns a workspace-relative path into its segments; the root
-// ("", ".", "/") has none.
-func splitRel(rel string) []string {
-	rel = path.Clean("/" + strings.ReplaceAll(rel, "\\", "/"))
-	rel = strings.TrimPrefix(rel, "/")
-	if rel == "" {
-		return nil
+// stackSegs is how many path segments the rule checks keep on the stack:
+// every FUSE request classifies its path, and a clean path that deep is
+// classified without allocating.
+const stackSegs = 32
+
+// splitRel appends the segments of a workspace-relative path to buf; the
+// root ("", ".", "/") has none. A clean path (what the mount passes) is cut
+// in place: its segments share its bytes.
+func splitRel(buf []string, rel string) []string {
+	if !cleanRel(rel) {
+		rel = path.Clean("/" + strings.ReplaceAll(rel, "\\", "/"))
+		rel = strings.TrimPrefix(rel, "/")
 	}
-	return strings.Split(rel, "/")
+	if rel == "" {
+		return buf
+	}
+	for {
+		i := strings.IndexByte(rel, '/')
+		if i < 0 {
+			return append(buf, rel)
+		}
+		buf = append(buf, rel[:i])
+		rel = rel[i+1:]
+	}
+}
+
+// cleanRel reports whether rel is already in the form splitRel cuts: no
+// backslash, no leading or trailing slash, no empty, "." or ".." segment.
+func cleanRel(rel string) bool {
+	if strings.IndexByte(rel, '\\') >= 0 {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(rel); i++ {
+		if i < len(rel) && rel[i] != '/' {
+			continue
+		}
+		if seg := rel[start:i]; (seg == "" && len(rel) > 0) || seg == "." || seg == ".." {
+			return false
+		}
+		start = i + 1
+	}
+	return true
 }
 
 // ruleSet is the compiled form of Rules.
@@ -182,7 +216,8 @@ func NewMatcher(name string, patterns []string) (*Matcher, error) {
 
 // Match reports whether rel matches. The root never does.
 func (m *Matcher) Match(rel string) bool {
-	segs := splitRel(rel)
+	var buf [stackSegs]string
+	segs := splitRel(buf[:0], rel)
 	if len(segs) == 0 {
 		return false
 	}
@@ -197,7 +232,8 @@ func (m *Matcher) Match(rel string) bool {
 // classify returns the access of rel and the pattern that decided it ("" for
 // Visible).
 func (rs ruleSet) classify(rel string) (Access, string) {
-	segs := splitRel(rel)
+	var buf [stackSegs]string
+	segs := splitRel(buf[:0], rel)
 	if len(segs) == 0 {
 		return Visible, ""
 	}
@@ -247,7 +283,8 @@ func prefixCanMatch(pat, segs []string) bool {
 // guardsBelow returns the strongest access of the anchored rules that
 // could match below the directory rel, and the pattern.
 func (rs ruleSet) guardsBelow(rel string) (Access, string) {
-	segs := splitRel(rel)
+	var buf [stackSegs]string
+	segs := splitRel(buf[:0], rel)
 	for _, g := range rs.hide {
 		if g.mayMatchBelow(segs) {
 			return Hidden, g.source

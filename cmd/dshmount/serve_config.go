@@ -205,7 +205,7 @@ Flags:
 	fs.DurationVar(&cfg.NegTO, "negative-timeout", 0,
 		"how long the kernel caches that a name does not exist (default: the entry timeout with --watch, not at all without)")
 	fs.BoolVar(&cfg.DirCache, "dir-cache", true, "let the kernel cache directory listings (with --watch only: every change to a directory, from the mount, the socket or outside, drops its listing)")
-	fs.StringVar(&cfg.ReaddirPlus, "readdirplus", "auto", "directory listings with attributes: auto (the kernel asks for them when it looks names up after listing), always, or off")
+	fs.StringVar(&cfg.ReaddirPlus, "readdirplus", "auto", "directory listings with attributes: auto (for the files the kernel holds and a listing's first entries), always (every entry), or off")
 	fs.DurationVar(&cfg.Grace, "grace", defaultGrace, "on shutdown, how long to wait for open files before a lazy unmount")
 	fs.BoolVar(&cfg.Passthrough, "passthrough", true, "let the kernel read and write backing files directly (root, kernel ≥ 6.9)")
 	fs.BoolVar(&cfg.BindCgroups, "bind-cgroups", true,

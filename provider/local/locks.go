@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/dshmount/dshmount/provider"
@@ -13,7 +14,13 @@ import (
 type lockTable struct {
 	mu      sync.Mutex
 	entries map[provider.Key]*keyLock
+	// free holds unused locks for reuse (at most freeLocks): every
+	// mutation takes a lock, which would otherwise be two allocations.
+	free []*keyLock
 }
+
+// freeLocks is how many unused locks the table keeps for reuse.
+const freeLocks = 64
 
 // keyLock is a context-aware mutex: a one-slot channel.
 type keyLock struct {
@@ -33,20 +40,33 @@ func (lt *lockTable) lock(ctx context.Context, keys ...provider.Key) (func(), er
 	if len(keys) == 2 && keys[1] < keys[0] {
 		keys = []provider.Key{keys[1], keys[0]}
 	}
-	held := make([]provider.Key, 0, len(keys))
-	release := func() {
-		for i := len(held) - 1; i >= 0; i-- {
-			lt.release(held[i])
-		}
-	}
-	for _, k := range keys {
+	for i, k := range keys {
 		if err := lt.acquire(ctx, k); err != nil {
-			release()
+			lt.releaseAll(keys[:i])
 			return nil, err
 		}
-		held = append(held, k)
 	}
-	return release, nil
+	switch len(keys) {
+	case 0:
+		return func() {}, nil
+	case 1, 2: // what mutations take: the release holds the keys by value (one allocation)
+		first, last, n := keys[0], keys[len(keys)-1], len(keys)
+		return func() {
+			if n == 2 {
+				lt.release(last)
+			}
+			lt.release(first)
+		}, nil
+	}
+	held := slices.Clone(keys)
+	return func() { lt.releaseAll(held) }, nil
+}
+
+// releaseAll frees the locks of keys, last first.
+func (lt *lockTable) releaseAll(keys []provider.Key) {
+	for i := len(keys) - 1; i >= 0; i-- {
+		lt.release(keys[i])
+	}
 }
 
 // acquire takes the lock of one key.
@@ -54,7 +74,11 @@ func (lt *lockTable) acquire(ctx context.Context, k provider.Key) error {
 	lt.mu.Lock()
 	e := lt.entries[k]
 	if e == nil {
-		e = &keyLock{slot: make(chan struct{}, 1)}
+		if n := len(lt.free); n > 0 {
+			e, lt.free = lt.free[n-1], lt.free[:n-1]
+		} else {
+			e = &keyLock{slot: make(chan struct{}, 1)}
+		}
 		lt.entries[k] = e
 	}
 	e.refs++
@@ -87,8 +111,11 @@ func (lt *lockTable) drop(k provider.Key, e *keyLock) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	e.refs--
-	if e.refs == 0 {
+	if e.refs == 0 { // nobody holds or waits for it: its slot is empty
 		delete(lt.entries, k)
+		if len(lt.free) < freeLocks {
+			lt.free = append(lt.free, e)
+		}
 	}
 }
 
