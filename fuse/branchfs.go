@@ -2,7 +2,6 @@ package fuse
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -73,40 +72,6 @@ func newBranchBackend(m *mountState, b *branch.Branch) (*branchBackend, error) {
 
 // close releases the upper directory.
 func (bb *branchBackend) close() { _ = unix.Close(bb.upperFd) }
-
-// branchErr maps an overlay/branch error to the errno a program gets.
-func branchErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	switch {
-	case errors.Is(err, branch.ErrExists):
-		return unix.EEXIST
-	case errors.Is(err, branch.ErrCrossRename):
-		return unix.EXDEV
-	case errors.Is(err, branch.ErrNotSupported):
-		return unix.EPERM
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	switch provider.CodeOf(err) {
-	case provider.CodeNotFound, provider.CodeStaleVersion:
-		return unix.ENOENT
-	case provider.CodeNotDirectory:
-		return unix.ENOTDIR
-	case provider.CodeNotRegularFile:
-		return unix.EISDIR
-	case provider.CodeNotObserved:
-		return unix.EEXIST
-	case provider.CodeInvalidArgument:
-		return unix.EINVAL
-	case provider.CodeSandboxDenied, provider.CodePermissionDenied:
-		return unix.EACCES
-	}
-	return unix.EIO
-}
 
 // upperEntry is rel's entry below the upper directory.
 func (bb *branchBackend) upperEntry(rel string) (entry, error) {

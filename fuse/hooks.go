@@ -84,20 +84,6 @@ func owner(ctx context.Context) (uid, gid int, ok bool) {
 
 // guards --------------------------------------------------------------------
 
-// errnoOfGuard maps a guard refusal to the errno a program sees:
-// unseen → EACCES, stale → ESTALE, observed absent → ENOENT.
-func errnoOfGuard(err error) syscall.Errno {
-	switch provider.CodeOf(err) {
-	case provider.CodeNotObserved, provider.CodePermissionDenied, provider.CodeSandboxDenied:
-		return syscall.EACCES
-	case provider.CodeStaleVersion:
-		return syscall.ESTALE
-	case provider.CodeNotFound:
-		return syscall.ENOENT
-	}
-	return syscall.EIO
-}
-
 // checkChange asks the policy whether a may change the existing file t
 // (f: its stat, and its version hashed if the decision needs it). Unbound
 // actors always pass.

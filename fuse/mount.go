@@ -22,10 +22,10 @@ import (
 // the name of the Mount function that creates it.)
 type Server struct {
 	mountpoint string
+	fsys       *FileSystem
 	state      *mountState
-	server     *gofuse.Server
 	inval      *invalidator
-	served     chan struct{} // closed when the serve loop has exited
+	served     <-chan struct{} // closed when the serve loop has exited
 	requests   *reqcount.Counts
 
 	closeOnce sync.Once
@@ -39,9 +39,10 @@ func (mt *Server) Requests() map[string]uint64 { return mt.requests.Snapshot() }
 func (mt *Server) Mountpoint() string { return mt.mountpoint }
 
 // Mount mounts the view of cfg.Local at mountpoint and serves it in the
-// background. As root it calls mount(2) itself (no fusermount needed);
-// otherwise it relies on fusermount3. It returns once the kernel has
-// answered INIT, so the mount is usable when Mount returns.
+// background over /dev/fuse: NewFileSystem, then Serve with DevFuse. As
+// root it calls mount(2) itself (no fusermount needed); otherwise it
+// relies on fusermount3. It returns once the kernel has answered INIT, so
+// the mount is usable when Mount returns.
 func Mount(mountpoint string, cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("mount: %w", err)
@@ -51,6 +52,38 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	cfg.Logger = cfg.Logger.With("mount", mp)
+	fsys, err := NewFileSystem(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return fsys.Serve(DevFuse{}, mp)
+}
+
+// FileSystem is a mount built and not served yet: what the kernel's
+// requests reach and the state behind it. A Transport serves it (Serve);
+// Close drops one that is never served.
+type FileSystem struct {
+	// Raw is the raw file system a Transport serves: the node tree,
+	// behind the release gate, behind the request counter.
+	Raw gofuse.RawFileSystem
+	// Options are the mount options Raw expects (capabilities, request
+	// sizes, the panic handler).
+	Options gofuse.MountOptions
+
+	state    *mountState
+	requests *reqcount.Counts
+}
+
+// NewFileSystem builds the file system of cfg: it opens the workspace root
+// (and the branch's upper directory), builds the node tree and registers
+// the attribute cache's observer on cfg.Engine. It mounts nothing; cfg's
+// logger is used as is (Mount adds the mountpoint to it).
+func NewFileSystem(cfg Config) (*FileSystem, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	cfg = cfg.withDefaults()
 	root := cfg.Local.Root()
 	rootFd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -63,7 +96,7 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	}
 	m := &mountState{
 		cfg:     cfg,
-		log:     cfg.Logger.With("mount", mp),
+		log:     cfg.Logger,
 		root:    root,
 		rootFd:  rootFd,
 		rootDev: rootStat.st.Dev,
@@ -78,11 +111,6 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("mount: %w", err)
 		}
 		m.be = bb
-		defer func() {
-			if m.rootInode == nil {
-				bb.close() // the mount failed
-			}
-		}()
 	}
 	// A branch mount resolves every workspace path from the root: its
 	// invalidations follow the branch, not the workspace's renames.
@@ -134,30 +162,52 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 	cfg.Engine.AddObserver(m.xattrs.observe)
 	requests := &reqcount.Counts{}
 	m.releases = &releaseGate{RawFileSystem: fs.NewNodeFS(rootNode, opts)}
-	server, err := gofuse.NewServer(reqcount.Wrap(m.releases, requests), mp, &opts.MountOptions)
+	return &FileSystem{
+		Raw:      reqcount.Wrap(m.releases, requests),
+		Options:  opts.MountOptions,
+		state:    m,
+		requests: requests,
+	}, nil
+}
+
+// Serve serves f at mountpoint over t and returns once the kernel has
+// answered INIT; then it starts the kernel cache invalidator (cfg.Engine's
+// observer and preparer). A FileSystem is served once; when Serve fails,
+// f is closed.
+func (f *FileSystem) Serve(t Transport, mountpoint string) (*Server, error) {
+	m := f.state
+	mp, err := filepath.Abs(mountpoint)
 	if err != nil {
-		m.rootInode = nil
-		_ = unix.Close(rootFd)
-		return nil, fmt.Errorf("mount %s at %s: %w", root, mp, err)
+		f.Close()
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	mt := &Server{mountpoint: mp, state: m, server: server, served: make(chan struct{}), requests: requests}
-	go func() {
-		defer close(mt.served)
-		server.Serve()
-	}()
-	if err := server.WaitMount(); err != nil {
-		_ = server.Unmount()
-		m.rootInode = nil
-		_ = unix.Close(rootFd)
-		return nil, fmt.Errorf("mount %s at %s: kernel did not answer: %w", root, mp, err)
+	conn, err := t.Serve(f.Raw, mp, &f.Options)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mount %s at %s: %w", m.root, mp, err)
 	}
-	mt.inval = newInvalidator(m, rootNode.EmbeddedInode())
-	cfg.Engine.AddObserver(mt.inval.observe)
-	cfg.Engine.AddPreparer(mt.inval.writeBack)
-	m.log.Info("mounted", "source", root, "passthrough", cfg.Passthrough, "direct", m.asRoot,
-		"entry_timeout", entry, "attr_timeout", attr, "negative_timeout", cfg.NegativeTimeout,
-		"dir_cache", cfg.CacheDirs, "readdirplus", cfg.ReaddirPlus)
+	mt := &Server{mountpoint: mp, fsys: f, state: m, served: conn.Done(), requests: f.requests}
+	mt.inval = newInvalidator(m, m.rootInode)
+	m.cfg.Engine.AddObserver(mt.inval.observe)
+	m.cfg.Engine.AddPreparer(mt.inval.writeBack)
+	m.log.Info("mounted", "source", m.root, "passthrough", m.cfg.Passthrough, "direct", m.asRoot,
+		"entry_timeout", m.cfg.EntryTimeout, "attr_timeout", m.cfg.AttrTimeout, "negative_timeout", m.cfg.NegativeTimeout,
+		"dir_cache", m.cfg.CacheDirs, "readdirplus", m.cfg.ReaddirPlus)
 	return mt, nil
+}
+
+// Close releases what NewFileSystem opened (the backing root, the branch's
+// upper directory, cached directory descriptors). A served file system is
+// closed by its Server's Unmount instead.
+func (f *FileSystem) Close() {
+	m := f.state
+	m.closed.Store(true)
+	m.callers.forget() // closes the callers' pidfds
+	m.dirs.close()
+	_ = unix.Close(m.rootFd)
+	if bb, ok := m.be.(*branchBackend); ok {
+		bb.close()
+	}
 }
 
 // panicHandler turns a panic in a FUSE handler into EIO for that request
@@ -242,12 +292,7 @@ func (mt *Server) release() {
 		if mt.inval != nil {
 			mt.inval.close()
 		}
-		mt.state.callers.forget() // closes the callers' pidfds
-		mt.state.dirs.close()
-		_ = unix.Close(mt.state.rootFd)
-		if bb, ok := mt.state.be.(*branchBackend); ok {
-			bb.close()
-		}
+		mt.fsys.Close()
 	})
 }
 

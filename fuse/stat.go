@@ -2,7 +2,6 @@ package fuse
 
 import (
 	"errors"
-	"syscall"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -95,17 +94,4 @@ func fillAttr(out *gofuse.Attr, st *unix.Stat_t) {
 	out.Uid = st.Uid
 	out.Gid = st.Gid
 	out.Rdev = uint32(st.Rdev)
-}
-
-// errnoOf turns an error from the backing filesystem into the errno the
-// kernel gets; errors without an errno become EIO.
-func errnoOf(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return syscall.EIO
 }
