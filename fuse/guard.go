@@ -108,20 +108,23 @@ func (m *mountState) keepOwnMeta(a policy.Actor, t provider.Target, before, afte
 //     new handle is not passthrough; a bound writer's is direct I/O, so
 //     every write reaches guardHandle;
 //   - otherwise (an unbound caller on a file nobody holds open) it is
-//     passthrough when the mount allows it and no RELEASE is being served
-//     (releaseGate: a first passthrough open must not race go-fuse's
-//     bookkeeping of a cached handle's release).
+//     passthrough when the mount allows it and the release of the node's
+//     last cached handle has left go-fuse's bookkeeping (releaseGate).
 type ioModes struct {
 	mu    sync.Mutex
 	pt    int // open passthrough handles
 	other int // open cached or direct-I/O handles
+	// released is set, with its epoch, when a cached handle was released:
+	// passthrough waits until that release has ended (releaseGate).
+	released      bool
+	releasedEpoch uint64
 }
 
 // choose decides the mode of a new handle and counts it; ok is false (and
 // nothing is counted) for a bound writer while a passthrough handle is
-// open. releasing reports a RELEASE in flight (releaseGate): then a handle
-// joins passthrough but does not start it.
-func (io *ioModes) choose(allowPT, bound, writable, releasing bool) (pt, direct, ok bool) {
+// open. A handle joins passthrough while one is open, but starts it only
+// once the release of the node's last cached handle has ended in gate.
+func (io *ioModes) choose(allowPT, bound, writable bool, gate *releaseGate) (pt, direct, ok bool) {
 	io.mu.Lock()
 	defer io.mu.Unlock()
 	switch {
@@ -130,7 +133,8 @@ func (io *ioModes) choose(allowPT, bound, writable, releasing bool) (pt, direct,
 		return false, false, false
 	case io.pt > 0:
 		pt = true
-	case io.other > 0 || bound || releasing:
+	case io.other > 0 || bound:
+	case io.released && !gate.ended(io.releasedEpoch):
 	default:
 		pt = true
 	}
@@ -175,15 +179,17 @@ func (io *ioModes) busyFor(a policy.Actor) bool {
 	return io.pt > 0
 }
 
-// release uncounts a handle.
-func (io *ioModes) release(pt bool) {
+// release uncounts a handle; a cached handle's release is noted with the
+// gate's epoch (see choose). It runs inside the RELEASE request.
+func (io *ioModes) release(pt bool, gate *releaseGate) {
 	io.mu.Lock()
 	defer io.mu.Unlock()
 	if pt {
 		io.pt--
-	} else {
-		io.other--
+		return
 	}
+	io.other--
+	io.released, io.releasedEpoch = true, gate.now()
 }
 
 // guardChange decides whether a may change the bytes of, or remove or

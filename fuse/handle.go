@@ -98,7 +98,7 @@ func (m *mountState) openBacking(rel string, flags int, mode uint32) (*os.File, 
 // by the node's ioModes. Release must uncount it.
 func (n *node) newHandle(f *os.File, rel string, a policy.Actor, writable bool, st *unix.Stat_t) (*handle, syscall.Errno) {
 	inPlace := n.m.be.inPlace(rel)
-	pt, direct, ok := n.io.choose(n.m.cfg.Passthrough && inPlace, a.Session != "", writable, n.m.releases.releasing())
+	pt, direct, ok := n.io.choose(n.m.cfg.Passthrough && inPlace, a.Session != "", writable, n.m.releases)
 	if !ok {
 		_ = f.Close()
 		return nil, n.m.refusePassthrough(a, n.m.target(rel))
@@ -427,7 +427,7 @@ func (n *node) Release(ctx context.Context, f fs.FileHandle) syscall.Errno {
 			n.m.learnGitDir(h.rel, &bs.st)
 		}
 	}
-	h.node.io.release(h.pt)
+	h.node.io.release(h.pt, n.m.releases)
 	if up := h.up.Load(); up != nil {
 		_ = up.Close()
 	}
