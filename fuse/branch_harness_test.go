@@ -134,7 +134,7 @@ func (e *branchEnv) bnames(rel string) []string {
 // commit commits the branch into the workspace (kept).
 func (e *branchEnv) commit() {
 	e.t.Helper()
-	_, err := e.mgr.Commit(context.Background(), "work", true, branch.Hooks{})
+	_, err := e.mgr.Commit(context.Background(), "work", true, nil, branch.Hooks{})
 	require.NoError(e.t, err)
 }
 

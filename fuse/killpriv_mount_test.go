@@ -290,7 +290,7 @@ func TestKillPriv_BranchKeepsAndCommitsSetIDBits(t *testing.T) {
 		require.NoError(t, unix.Stat(filepath.Join(be.bmnt, name), &st))
 		assert.Equal(t, fmt.Sprintf("%04o", mode), fmt.Sprintf("%04o", st.Mode&0o7777), "%s in the branch after a root write", name)
 	}
-	_, err := be.mgr.Commit(context.Background(), be.br.Name(), false, branch.Hooks{})
+	_, err := be.mgr.Commit(context.Background(), be.br.Name(), false, nil, branch.Hooks{})
 	require.NoError(t, err)
 	for name, mode := range map[string]uint32{"suid": 0o4755, "sgid": 0o2775, "both": 0o6755} {
 		var st unix.Stat_t

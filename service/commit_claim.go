@@ -11,10 +11,11 @@ import (
 
 // claimCommit claims the files of a multi-file commit (atomic patch,
 // branch commit) on a shared policy store before it publishes (see
-// policy.Engine.ClaimCommit); the release records the applied versions. A
-// claim another daemon holds refuses the commit as a conflict naming the
-// files.
-func (s *Service) claimCommit(ctx context.Context, label string, files []branch.ClaimFile) (func([]branch.AppliedFile), error) {
+// policy.Engine.ClaimCommit), under its origin's detail; the release
+// records the applied versions. A claim another daemon holds refuses the
+// commit as a conflict naming the files.
+func (s *Service) claimCommit(ctx context.Context, origin any, files []branch.ClaimFile) (func([]branch.AppliedFile), error) {
+	label := originOf(origin).detail
 	cf := make([]policy.CommitFile, len(files))
 	for i, f := range files {
 		cf[i] = policy.CommitFile{Target: f.Target, Base: f.Base}

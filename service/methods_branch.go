@@ -267,7 +267,8 @@ func (s *Service) BranchCommit(ctx context.Context, c *Caller, p BranchCommitPar
 			return nil, err
 		}
 	}
-	files, err := s.br.mgr.Commit(ctx, p.Name, p.Keep, s.commitHooks(a, "branch "+p.Name+" commit"))
+	files, err := s.br.mgr.Commit(ctx, p.Name, p.Keep,
+		commitOrigin{actor: a, detail: "branch " + p.Name + " commit"}, s.commitHooks)
 	if err != nil {
 		if mounted != "" {
 			s.remount(ctx, p.Name, mounted)
@@ -290,41 +291,68 @@ func committedFiles(files []branch.AppliedFile) []CommittedFile {
 	return out
 }
 
-// commitHooks ties a journaled commit to the workspace engine: its paths
-// are announced (mount write-back, the watcher waits), and each file it
-// changed is recorded for actor a with detail.
-func (s *Service) commitHooks(a policy.Actor, detail string) branch.Hooks {
+// commitOrigin is who asked for a journaled commit: the journal carries
+// it, uninterpreted, as the change set's Origin and hands it to the
+// commit hooks (newCommitHooks).
+type commitOrigin struct {
+	actor  policy.Actor
+	detail string // "branch NAME commit", "atomic patch": in audit entries and refusals
+}
+
+// originOf is the commit origin the journal hands back (the zero origin
+// for a change set this service did not make).
+func originOf(origin any) commitOrigin {
+	o, _ := origin.(commitOrigin)
+	return o
+}
+
+// newCommitHooks ties every journaled commit to the workspace engine, once
+// for the service: its paths are announced (mount write-back, the watcher
+// waits), vetted against the view, claimed on a shared store, and each
+// file it changed is recorded for the origin's actor with its detail.
+func (s *Service) newCommitHooks() branch.Hooks {
 	return branch.Hooks{
-		Announce: func(ctx context.Context, ts []provider.Target) { s.engine.Announce(ctx, ts...) },
-		Allow: func(rel string) error {
-			if a := s.viewAccess(rel); a != overlay.Visible {
-				return provider.NewError(provider.CodeSandboxDenied, "commit", rel, nil,
-					"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, a, detail)
-			}
-			return nil
-		},
-		Claim: func(ctx context.Context, files []branch.ClaimFile) (func([]branch.AppliedFile), error) {
-			return s.claimCommit(ctx, detail, files)
-		},
-		Applied: func(ctx context.Context, files []branch.AppliedFile) {
-			for _, f := range files {
-				op := policy.OpWrite
-				if f.Deleted {
-					op = policy.OpDelete
-				}
-				err := s.engine.RecordApplied(ctx, policy.AppliedChange{Actor: a, Op: op, Target: f.Target,
-					Before: f.Before, After: f.After, Deleted: f.Deleted, Detail: detail})
-				if err != nil {
-					s.log.Warn("commit applied but an observer failed", "path", f.Target.DisplayPath, "err", err)
-				}
-			}
-			if err := s.store.Flush(); err != nil {
-				s.log.Warn("commit applied but its records are not written yet", "err", err)
-			}
-			if s.hooks.CommitApplied != nil {
-				s.hooks.CommitApplied()
-			}
-		},
+		Announce: s.announceCommit,
+		Allow:    s.allowCommit,
+		Claim:    s.claimCommit,
+		Applied:  s.recordCommit,
+	}
+}
+
+// announceCommit announces the paths a commit will change.
+func (s *Service) announceCommit(ctx context.Context, _ any, ts []provider.Target) {
+	s.engine.Announce(ctx, ts...)
+}
+
+// allowCommit refuses a commit that would change a path the view hides
+// or keeps read-only.
+func (s *Service) allowCommit(origin any, rel string) error {
+	if a := s.viewAccess(rel); a != overlay.Visible {
+		return provider.NewError(provider.CodeSandboxDenied, "commit", rel, nil,
+			"%s is %s in this workspace view, and %s would change it; nothing was applied", rel, a, originOf(origin).detail)
+	}
+	return nil
+}
+
+// recordCommit records each file a commit changed for its origin.
+func (s *Service) recordCommit(ctx context.Context, origin any, files []branch.AppliedFile) {
+	o := originOf(origin)
+	for _, f := range files {
+		op := policy.OpWrite
+		if f.Deleted {
+			op = policy.OpDelete
+		}
+		err := s.engine.RecordApplied(ctx, policy.AppliedChange{Actor: o.actor, Op: op, Target: f.Target,
+			Before: f.Before, After: f.After, Deleted: f.Deleted, Detail: o.detail})
+		if err != nil {
+			s.log.Warn("commit applied but an observer failed", "path", f.Target.DisplayPath, "err", err)
+		}
+	}
+	if err := s.store.Flush(); err != nil {
+		s.log.Warn("commit applied but its records are not written yet", "err", err)
+	}
+	if s.hooks.CommitApplied != nil {
+		s.hooks.CommitApplied()
 	}
 }
 

@@ -164,7 +164,7 @@ func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.O
 			r.MoveTo = dst.DisplayPath
 		}
 	}
-	cs := branch.ChangeSet{Label: "the atomic patch"}
+	cs := branch.ChangeSet{Label: "the atomic patch", Origin: commitOrigin{actor: a, detail: "atomic patch"}}
 	for _, f := range order {
 		if !f.touched || !f.exists && f.base == branch.BaseAbsent {
 			continue
@@ -176,7 +176,7 @@ func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.O
 		content := eol.Restore(f.content, f.crlf)
 		cs.Changes = append(cs.Changes, branch.Change{Path: f.target.DisplayPath, Base: f.base, Data: []byte(content)})
 	}
-	applied, err := s.journal.Apply(ctx, cs, s.commitHooks(a, "atomic patch"))
+	applied, err := s.journal.Apply(ctx, cs, s.commitHooks)
 	if err != nil {
 		return nil, conflictError(err)
 	}

@@ -123,8 +123,11 @@ type Service struct {
 	fs      provider.FileSystem
 	br      *branchScopes
 	journal Committer
-	view    *overlay.View // the workspace view's rules (Config.View)
-	uid     uint32
+	// commitHooks tie every journaled commit (branch commit, atomic
+	// patch) to the engine; built once, each commit's origin says who.
+	commitHooks branch.Hooks
+	view        *overlay.View // the workspace view's rules (Config.View)
+	uid         uint32
 
 	changeRun *changesState // fs.changes' run, one per service
 	watchSeq  atomic.Uint64
@@ -160,6 +163,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.br = newBranchScopes(cfg.Branches, rules, cfg.BranchMounts)
 	s.journal, s.view = cfg.Journal, cfg.View
+	s.commitHooks = s.newCommitHooks()
 	if cfg.Branches != nil {
 		s.auditRecovered(cfg.Branches.TakeRecovered())
 	}

@@ -38,6 +38,10 @@ type Change struct {
 type ChangeSet struct {
 	Label   string // for messages ("branch NAME", "atomic patch")
 	Changes []Change
+	// Origin is who asked for the commit, opaque to the journal: it is
+	// handed unchanged to every Hooks function, so one Hooks value serves
+	// every commit.
+	Origin any
 }
 
 // AppliedFile is one file a commit changed.
@@ -49,27 +53,29 @@ type AppliedFile struct {
 }
 
 // Hooks connect a commit to the daemon's bookkeeping (the policy engine).
-// Both may be nil.
+// One value serves every commit: what a commit's hooks need of the request
+// (who asked, what for) travels in ChangeSet.Origin, which each function
+// receives. Every function may be nil.
 type Hooks struct {
 	// Announce runs before the commit takes its paths' locks and reads
 	// them: the mount's dirty pages are written back, the watcher learns
 	// the changes are the daemon's own.
-	Announce func(ctx context.Context, ts []provider.Target)
+	Announce func(ctx context.Context, origin any, ts []provider.Target)
 	// Applied runs once the workspace holds the new state (flushed), with
 	// every file changed (audit entries, observations, cache
 	// invalidation), before the journal is marked applied and the branch
 	// reset: a start after a kill records the files again only when the
 	// journal was not marked yet (see Recovered.Audited).
-	Applied func(ctx context.Context, files []AppliedFile)
-	// Allow, when set, vets every path the commit would change (the
-	// view's hide and read-only rules, which may be stricter than when
-	// the branch changed it); an error refuses the whole commit.
-	Allow func(rel string) error
-	// Claim, when set, runs after Announce, before the locks: it claims
-	// the files (with the versions the commit expects) on a shared policy
-	// store, or refuses the commit. Its release runs when the commit ends,
-	// with the files applied (none when it was refused).
-	Claim func(ctx context.Context, files []ClaimFile) (release func([]AppliedFile), err error)
+	Applied func(ctx context.Context, origin any, files []AppliedFile)
+	// Allow vets every path the commit would change (the view's hide and
+	// read-only rules, which may be stricter than when the branch changed
+	// it); an error refuses the whole commit.
+	Allow func(origin any, rel string) error
+	// Claim runs after Announce, before the locks: it claims the files
+	// (with the versions the commit expects) on a shared policy store, or
+	// refuses the commit. Its release runs when the commit ends, with the
+	// files applied (none when it was refused).
+	Claim func(ctx context.Context, origin any, files []ClaimFile) (release func([]AppliedFile), err error)
 }
 
 // ClaimFile is one file a commit may change and the version it expects.
@@ -120,7 +126,7 @@ func (jr *Journal) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after A
 	steps, keys, targets := jr.plan(cs)
 	if hooks.Allow != nil {
 		for _, st := range steps {
-			if err := hooks.Allow(st.Path); err != nil {
+			if err := hooks.Allow(cs.Origin, st.Path); err != nil {
 				return nil, err
 			}
 		}
@@ -128,10 +134,10 @@ func (jr *Journal) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after A
 	// Announced before the locks, as a provider mutation does: writing
 	// the mount's dirty pages back goes through handlers that take them.
 	if hooks.Announce != nil && len(targets) > 0 {
-		hooks.Announce(ctx, targets)
+		hooks.Announce(ctx, cs.Origin, targets)
 	}
 	if hooks.Claim != nil && len(targets) > 0 {
-		release, err := hooks.Claim(ctx, claimFiles(steps, targets))
+		release, err := hooks.Claim(ctx, cs.Origin, claimFiles(steps, targets))
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +168,7 @@ func (jr *Journal) apply(ctx context.Context, cs ChangeSet, hooks Hooks, after A
 	if err := jr.dir.Put(id+".json", j); err != nil {
 		return nil, fmt.Errorf("%s: write the commit journal: %w", cs.Label, err)
 	}
-	return jr.stageAndApply(ctx, &j, hooks.Applied, after)
+	return jr.stageAndApply(ctx, &j, cs.Origin, hooks.Applied, after)
 }
 
 // claimFiles pairs each target with the base its steps expect.
@@ -455,7 +461,7 @@ func (jr *Journal) stepHook(n int) error {
 // record, then one per staged file, one after the applying mark, one per
 // applied step, one after the applied mark, one after the branch's reset,
 // one after the journal's removal.
-func (jr *Journal) stageAndApply(ctx context.Context, j *intent, applied func(context.Context, []AppliedFile), after After) ([]AppliedFile, error) {
+func (jr *Journal) stageAndApply(ctx context.Context, j *intent, origin any, applied func(context.Context, any, []AppliedFile), after After) ([]AppliedFile, error) {
 	n := 0
 	hook := func() error {
 		err := jr.stepHook(n)
@@ -537,7 +543,7 @@ func (jr *Journal) stageAndApply(ctx context.Context, j *intent, applied func(co
 	// applying journal the next start settles and records again (a
 	// duplicate at worst), never a commit no one recorded.
 	if applied != nil {
-		applied(ctx, files)
+		applied(ctx, origin, files)
 	}
 	if err := jr.markApplied(j, applied != nil); err != nil {
 		return nil, fmt.Errorf("%w (the workspace holds the commit; the next start finishes it)", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dshmount/dshmount/provider"
 	"github.com/dshmount/dshmount/provider/local"
 	"github.com/dshmount/dshmount/provider/version"
 )
@@ -125,4 +126,48 @@ func TestApply_ConflictChangesNothing(t *testing.T) {
 	require.Equal(t, "old 0\n", got["f0"])
 	require.Equal(t, "someone else\n", got["f2"])
 	require.NotContains(t, got, "d/new")
+}
+
+// TestApply_HooksReceiveEachCommitsOrigin pins that one Hooks value serves
+// every commit: each function receives the Origin of the change set being
+// applied, unchanged, and nothing else tells the hooks whose commit it is.
+func TestApply_HooksReceiveEachCommitsOrigin(t *testing.T) {
+	type origin struct{ who string }
+	fs, root := workspace(t)
+	jr, err := Open(fs, Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, jr.Recover())
+	seen := map[string][]any{}
+	hooks := Hooks{
+		Allow:    func(o any, _ string) error { seen["allow"] = append(seen["allow"], o); return nil },
+		Announce: func(_ context.Context, o any, _ []provider.Target) { seen["announce"] = append(seen["announce"], o) },
+		Claim: func(_ context.Context, o any, _ []ClaimFile) (func([]AppliedFile), error) {
+			seen["claim"] = append(seen["claim"], o)
+			return func([]AppliedFile) { seen["release"] = append(seen["release"], o) }, nil
+		},
+		Applied: func(_ context.Context, o any, _ []AppliedFile) { seen["applied"] = append(seen["applied"], o) },
+	}
+	first := changeSet()
+	first.Origin = origin{"first"}
+	_, err = jr.Apply(context.Background(), first, hooks)
+	require.NoError(t, err)
+	second := ChangeSet{Label: "the second change", Origin: origin{"second"},
+		Changes: []Change{{Path: "f0", Base: version.OfBytes([]byte("new 0\n")), Data: []byte("newer 0\n")}}}
+	_, err = jr.Apply(context.Background(), second, hooks)
+	require.NoError(t, err)
+	require.Equal(t, "newer 0\n", snapshot(t, root)["f0"])
+
+	allows := len(first.Changes) + len(second.Changes) // one per planned step
+	for _, hook := range []string{"allow", "announce", "claim", "release", "applied"} {
+		t.Run(hook, func(t *testing.T) {
+			got := seen[hook]
+			if hook == "allow" {
+				require.Len(t, got, allows)
+				require.Equal(t, origin{"second"}, got[len(got)-1])
+				require.Equal(t, origin{"first"}, got[0])
+				return
+			}
+			require.Equal(t, []any{origin{"first"}, origin{"second"}}, got)
+		})
+	}
 }

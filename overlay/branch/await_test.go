@@ -30,7 +30,7 @@ func TestAwaitCommit_ReadersOfChangedPathsWaitForTheWholeCommit(t *testing.T) {
 	}
 	committed := make(chan error, 1)
 	go func() {
-		_, err := e.m.Commit(context.Background(), "big", false, Hooks{})
+		_, err := e.m.Commit(context.Background(), "big", false, nil, Hooks{})
 		committed <- err
 	}()
 	<-halfway

@@ -172,7 +172,7 @@ func TestBaseCopies_GoWithTheBranch(t *testing.T) {
 	require.NoError(t, err)
 	bwrite(t, b, "a.txt", "a1\n")
 	require.Equal(t, "a0\n", baseOf(t, b, "a.txt"))
-	_, err = e.m.Commit(ctx, "keep", true, Hooks{})
+	_, err = e.m.Commit(ctx, "keep", true, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, "<absent>", baseOf(t, b, "a.txt"), "a commit with keep starts the branch over")
 	bwrite(t, b, "a.txt", "a2\n")

@@ -109,7 +109,7 @@ func BenchmarkCommit_200Files(b *testing.B) {
 		}
 		i++
 		b.StartTimer()
-		files, err := e.m.Commit(ctx, name, false, Hooks{})
+		files, err := e.m.Commit(ctx, name, false, nil, Hooks{})
 		require.NoError(b, err)
 		require.Len(b, files, 200)
 	}

@@ -212,7 +212,7 @@ func TestRestart_KeepsBranchesAndDropsOrphans(t *testing.T) {
 	assert.True(t, os.IsNotExist(err))
 	// The base survived the delete-and-recreate: a commit still checks a0.
 	e.put("a.txt", "changed\n")
-	_, err = e.m.Commit(context.Background(), "keep", false, Hooks{})
+	_, err = e.m.Commit(context.Background(), "keep", false, nil, Hooks{})
 	var ce *ConflictError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, []string{"a.txt"}, ce.Paths)
@@ -288,7 +288,7 @@ func TestBranch_WrittenBackIsNoChange(t *testing.T) {
 	assert.Empty(t, files, "after a restart too (the version is hashed again)")
 	// Nothing to apply: a workspace change of a.txt does not conflict.
 	e.put("a.txt", "theirs\n")
-	applied, err := e.m.Commit(context.Background(), "wb", false, Hooks{})
+	applied, err := e.m.Commit(context.Background(), "wb", false, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Empty(t, applied)
 	assert.Equal(t, "theirs\n", e.get("a.txt"))
@@ -329,7 +329,7 @@ func TestBranch_ConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	files, err := e.m.Commit(ctx, "cc", false, Hooks{})
+	files, err := e.m.Commit(ctx, "cc", false, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Len(t, files, 40)
 	for i := range 20 {

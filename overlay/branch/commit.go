@@ -32,9 +32,10 @@ func (m *Manager) Apply(ctx context.Context, cs ChangeSet, hooks Hooks) ([]Appli
 }
 
 // Commit applies everything branch name changed to the workspace, all or
-// nothing (see Apply). Without keep the branch is removed; with it, it
-// goes on empty over the new workspace state.
-func (m *Manager) Commit(ctx context.Context, name string, keep bool, hooks Hooks) ([]AppliedFile, error) {
+// nothing (see Apply), on behalf of origin (the change set's Origin, handed
+// to hooks). Without keep the branch is removed; with it, it goes on empty
+// over the new workspace state.
+func (m *Manager) Commit(ctx context.Context, name string, keep bool, origin any, hooks Hooks) ([]AppliedFile, error) {
 	ctx = ctxOrBackground(ctx)
 	b, err := m.Get(name)
 	if err != nil {
@@ -51,6 +52,7 @@ func (m *Manager) Commit(ctx context.Context, name string, keep bool, hooks Hook
 		return nil, &MergeConflictError{Branch: name, Paths: marked, Markers: true}
 	}
 	cs := b.changeSet()
+	cs.Origin = origin
 	after := journal.After{Branch: name, Keep: keep, Run: func() error {
 		if keep {
 			return m.reset(b)

@@ -33,11 +33,13 @@ func TestCommit_AppliesEverythingAndRemovesTheBranch(t *testing.T) {
 
 	var applied []AppliedFile
 	var announced []provider.Target
-	files, err := e.m.Commit(context.Background(), "c", false, Hooks{
-		Announce: func(_ context.Context, ts []provider.Target) { announced = ts },
-		Applied:  func(_ context.Context, fs []AppliedFile) { applied = fs },
+	var origins []any
+	files, err := e.m.Commit(context.Background(), "c", false, "the caller", Hooks{
+		Announce: func(_ context.Context, o any, ts []provider.Target) { announced, origins = ts, append(origins, o) },
+		Applied:  func(_ context.Context, o any, fs []AppliedFile) { applied, origins = fs, append(origins, o) },
 	})
 	require.NoError(t, err)
+	assert.Equal(t, []any{"the caller", "the caller"}, origins, "the commit's origin reaches its hooks")
 	assert.Equal(t, files, applied)
 	assert.Len(t, announced, 7)
 	assert.Equal(t, map[string]string{
@@ -70,7 +72,7 @@ func TestCommit_KeepGoesOnEmpty(t *testing.T) {
 	b, err := e.m.Create("k")
 	require.NoError(t, err)
 	bwrite(t, b, "a.txt", "a1\n")
-	_, err = e.m.Commit(context.Background(), "k", true, Hooks{})
+	_, err = e.m.Commit(context.Background(), "k", true, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, "a1\n", e.get("a.txt"))
 	b2, err := e.m.Get("k")
@@ -81,7 +83,7 @@ func TestCommit_KeepGoesOnEmpty(t *testing.T) {
 	e.put("a.txt", "a2\n")
 	assert.Equal(t, "a2\n", bread(t, b, "a.txt"), "empty over the live workspace")
 	bwrite(t, b, "a.txt", "a3\n")
-	_, err = e.m.Commit(context.Background(), "k", true, Hooks{})
+	_, err = e.m.Commit(context.Background(), "k", true, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, "a3\n", e.get("a.txt"))
 	e.restart()
@@ -133,7 +135,7 @@ func TestCommit_ConflictMatrix(t *testing.T) {
 			tc.branch(t, b)
 			tc.workspace(e)
 			before := e.snapshot()
-			_, err = e.m.Commit(context.Background(), "br", false, Hooks{})
+			_, err = e.m.Commit(context.Background(), "br", false, nil, Hooks{})
 			if tc.conflicts == nil {
 				require.NoError(t, err)
 				return
@@ -161,9 +163,9 @@ func TestCommit_OtherBranchFirstWins(t *testing.T) {
 	bwrite(t, b1, "f.txt", "one\n")
 	bwrite(t, b2, "f.txt", "two\n")
 	bwrite(t, b2, "g.txt", "two\n")
-	_, err = e.m.Commit(context.Background(), "one", false, Hooks{})
+	_, err = e.m.Commit(context.Background(), "one", false, nil, Hooks{})
 	require.NoError(t, err)
-	_, err = e.m.Commit(context.Background(), "two", false, Hooks{})
+	_, err = e.m.Commit(context.Background(), "two", false, nil, Hooks{})
 	var ce *ConflictError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, []string{"f.txt"}, ce.Paths)
@@ -185,7 +187,7 @@ func TestCommit_RacingBranchesOneWinner(t *testing.T) {
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				_, errs[i] = e.m.Commit(context.Background(), fmt.Sprintf("b%d", i), false, Hooks{})
+				_, errs[i] = e.m.Commit(context.Background(), fmt.Sprintf("b%d", i), false, nil, Hooks{})
 			})
 		}
 		wg.Wait()
@@ -214,7 +216,7 @@ func TestCommit_WaitsForTheTargetLock(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.m.Commit(context.Background(), "w", false, Hooks{})
+		_, err := e.m.Commit(context.Background(), "w", false, nil, Hooks{})
 		done <- err
 	}()
 	// While the lock is held (a socket or mount mutation of f.txt), the

@@ -73,7 +73,7 @@ func TestCommit_StoppedAtAnyStepIsAllOrNothing(t *testing.T) {
 				}
 				return nil
 			}
-			_, err := e.m.Commit(context.Background(), "big", false, Hooks{})
+			_, err := e.m.Commit(context.Background(), "big", false, nil, Hooks{})
 			require.ErrorIs(t, err, errStopped)
 			e.restart()
 			got := e.snapshot()
@@ -136,7 +136,7 @@ func TestCommit_RollsBackWhenAnAppliedPathWasRestoredWhileDown(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := e.m.Commit(context.Background(), "big", false, Hooks{})
+	_, err := e.m.Commit(context.Background(), "big", false, nil, Hooks{})
 	require.ErrorIs(t, err, errStopped)
 	require.NoError(t, e.m.Close())
 	e.put("src/f000.txt", "old 0\n") // f000 was written first
@@ -192,7 +192,7 @@ func commitStoppedThenEdited(t *testing.T, e *env, keep bool, stop func(n int) b
 		}
 		return nil
 	}
-	_, err := e.m.Commit(context.Background(), "big", keep, Hooks{})
+	_, err := e.m.Commit(context.Background(), "big", keep, nil, Hooks{})
 	require.ErrorIs(t, err, errStopped)
 	require.NoError(t, e.m.Close())
 	e.put(rel, content)

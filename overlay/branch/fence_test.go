@@ -43,7 +43,7 @@ func TestCommit_RefusesASymlinkSwappedIntoItsPath(t *testing.T) {
 				}
 				return nil
 			}
-			_, err = e.m.Commit(context.Background(), "fix", false, Hooks{})
+			_, err = e.m.Commit(context.Background(), "fix", false, nil, Hooks{})
 			require.Error(t, err)
 			require.ErrorIs(t, err, unix.ELOOP, "the rename met the link and stopped: %v", err)
 

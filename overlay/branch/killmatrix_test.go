@@ -237,7 +237,7 @@ func TestKillHelper(t *testing.T) {
 		return nil
 	}
 	e.open()
-	hooks := Hooks{Applied: func(context.Context, []AppliedFile) {
+	hooks := Hooks{Applied: func(context.Context, any, []AppliedFile) {
 		require.NoError(t, records.WriteFileAtomic(filepath.Join(e.state, "live-audit"), []byte("recorded\n"), true))
 	}}
 	if os.Getenv("DSH_BRANCH_HOW") == "atomic" {
@@ -250,7 +250,7 @@ func TestKillHelper(t *testing.T) {
 		_, err = e.m.Apply(context.Background(), cs, hooks)
 		t.Fatalf("atomic apply returned (%v) instead of being killed at %d", err, at)
 	}
-	_, err = e.m.Commit(context.Background(), "big", false, hooks)
+	_, err = e.m.Commit(context.Background(), "big", false, nil, hooks)
 	t.Fatalf("commit returned (%v) instead of being killed at %d", err, at)
 }
 

@@ -52,12 +52,12 @@ func TestMountOps_CopyUpKeepsBytesModeAndBase(t *testing.T) {
 	// workspace change to its base
 	upper(t, b, "b.txt", "b1\n")
 	e.put("b.txt", "theirs\n")
-	_, err = e.m.Commit(ctx, "work", true, Hooks{})
+	_, err = e.m.Commit(ctx, "work", true, nil, Hooks{})
 	var conflict *ConflictError
 	require.ErrorAs(t, err, &conflict)
 	assert.Equal(t, []string{"b.txt"}, conflict.Paths)
 	e.put("b.txt", "b0\n")
-	_, err = e.m.Commit(ctx, "work", true, Hooks{})
+	_, err = e.m.Commit(ctx, "work", true, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, "a0\n", e.get("a.txt"))
 	assert.Equal(t, "b1\n", e.get("b.txt"))
@@ -109,7 +109,7 @@ func TestMountOps_CreateRemoveRenameAndListing(t *testing.T) {
 	_, err = os.Lstat(filepath.Join(b.UpperDir(), "d/link2"))
 	require.NoError(t, err)
 
-	_, err = e.m.Commit(ctx, "work", false, Hooks{})
+	_, err = e.m.Commit(ctx, "work", false, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, "<absent>", e.get("d/a.txt"))
 	assert.Equal(t, "<absent>", e.get("d/b.txt"))
@@ -208,7 +208,7 @@ func TestMountOps_RenameOfABranchDirectory(t *testing.T) {
 	assert.Equal(t, "z\n", bread(t, b, "new/sub/z.txt"))
 	assert.Equal(t, Absent, b.Locate("old"))
 
-	_, err = e.m.Commit(ctx, "work", false, Hooks{})
+	_, err = e.m.Commit(ctx, "work", false, nil, Hooks{})
 	require.NoError(t, err)
 	snap := e.snapshot()
 	assert.Equal(t, map[string]string{

@@ -34,7 +34,7 @@ func TestSetMount_RecordedAcrossRestartAndCommitWithKeep(t *testing.T) {
 
 	// A commit that keeps the branch keeps its mount.
 	e.put("a.txt", "a\n")
-	_, err = e.m.Commit(context.Background(), "feat", true, Hooks{})
+	_, err = e.m.Commit(context.Background(), "feat", true, nil, Hooks{})
 	require.NoError(t, err)
 	e.restart()
 	b, err = e.m.Get("feat")

@@ -37,7 +37,7 @@ func TestMoveFile_KeepsTheSourceModeInTheBranchAndAtCommit(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o750), mode(b.ProcessPath(bt(t, b, "bin/run.sh"))), "in the branch")
 	assert.Equal(t, os.FileMode(0o600), mode(b.ProcessPath(bt(t, b, "ro2.txt"))), "in the branch")
 
-	_, err = e.m.Commit(ctx, "mv", false, Hooks{})
+	_, err = e.m.Commit(ctx, "mv", false, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o750), mode(filepath.Join(e.ws, "bin/run.sh")), "in the workspace after the commit")
 	assert.Equal(t, os.FileMode(0o600), mode(filepath.Join(e.ws, "ro2.txt")), "in the workspace after the commit")

@@ -64,7 +64,7 @@ func TestNodes_DirectoriesModesAndSymlinksCommit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "target.txt", lt)
 
-	_, err = e.m.Commit(ctx, "n", false, Hooks{})
+	_, err = e.m.Commit(ctx, "n", false, nil, Hooks{})
 	require.NoError(t, err)
 	st, err = os.Stat(filepath.Join(e.ws, "run.sh"))
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestNodes_SymlinkConflicts(t *testing.T) {
 	require.NoError(t, os.Symlink("theirs", filepath.Join(e.ws, "m")))
 	require.NoError(t, os.Remove(filepath.Join(e.ws, "d/y")))
 	require.NoError(t, os.Symlink("other", filepath.Join(e.ws, "d/y")))
-	_, err = e.m.Commit(ctx, "s", false, Hooks{})
+	_, err = e.m.Commit(ctx, "s", false, nil, Hooks{})
 	var ce *ConflictError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, []string{"d/y", "m"}, ce.Paths)
@@ -122,7 +122,7 @@ func TestNodes_CrashWithLinksAndDirectoriesIsAllOrNothing(t *testing.T) {
 			}
 			return nil
 		}
-		_, err = e.m.Commit(ctx, "c", false, Hooks{})
+		_, err = e.m.Commit(ctx, "c", false, nil, Hooks{})
 		e.restart()
 		got := e.snapshot()
 		if got["f.txt"] == "f\n" {

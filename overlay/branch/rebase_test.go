@@ -33,7 +33,7 @@ func TestRebase_NearbyChangesMergeAndCommit(t *testing.T) {
 	b := branchOf(t, e, rebaseBase, "l1\nl2\nBRANCH\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n")
 	e.put("f.txt", "l1\nl2\nl3\nl4\nl5\nl6\nWORKSPACE\nl8\nl9\nl10\n")
 
-	_, err := e.m.Commit(context.Background(), "fix", true, Hooks{})
+	_, err := e.m.Commit(context.Background(), "fix", true, nil, Hooks{})
 	require.True(t, errors.Is(err, provider.ErrStaleVersion), "commit before rebase: %v", err)
 
 	res, err := e.m.Rebase(context.Background(), "fix", false)
@@ -45,7 +45,7 @@ func TestRebase_NearbyChangesMergeAndCommit(t *testing.T) {
 
 	// The base moved with the merge: a restart keeps it, and the commit applies.
 	e.restart()
-	_, err = e.m.Commit(context.Background(), "fix", false, Hooks{})
+	_, err = e.m.Commit(context.Background(), "fix", false, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, both, e.get("f.txt"))
 }
@@ -85,14 +85,14 @@ func TestRebase_MarkersFlagUntilResolved(t *testing.T) {
 	e.restart() // the flag is recorded
 	b, err = e.m.Get("fix")
 	require.NoError(t, err)
-	_, err = e.m.Commit(context.Background(), "fix", true, Hooks{})
+	_, err = e.m.Commit(context.Background(), "fix", true, nil, Hooks{})
 	var ce *MergeConflictError
 	require.True(t, errors.As(err, &ce), "%v", err)
 	assert.True(t, ce.Markers)
 	assert.Equal(t, "a\nW\nc\n", e.get("f.txt"))
 
 	bwrite(t, b, "f.txt", "a\nB and W\nc\n")
-	_, err = e.m.Commit(context.Background(), "fix", false, Hooks{})
+	_, err = e.m.Commit(context.Background(), "fix", false, nil, Hooks{})
 	require.NoError(t, err)
 	assert.Equal(t, "a\nB and W\nc\n", e.get("f.txt"))
 }

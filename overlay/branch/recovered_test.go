@@ -34,7 +34,7 @@ func TestTakeRecovered_ReportsHowEachInterruptedCommitWasSettled(t *testing.T) {
 				}
 				return nil
 			}
-			_, err := e.m.Commit(context.Background(), "big", false, Hooks{})
+			_, err := e.m.Commit(context.Background(), "big", false, nil, Hooks{})
 			require.ErrorIs(t, err, errStopped)
 			require.NoError(t, e.m.Close())
 			if tc.editDown {
