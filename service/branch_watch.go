@@ -1,8 +1,6 @@
 package service
 
 import (
-	"context"
-
 	"github.com/dshmount/dshmount/overlay/branch"
 	"github.com/dshmount/dshmount/policy"
 )
@@ -17,23 +15,20 @@ import (
 // or discarded, the watch ends with a lost event at the next change the
 // daemon records.
 
-// watchBranch returns ctx scoped to the branch a watch follows (name, or
-// the session's default) and that branch; nil for the workspace.
-func (s *Service) watchBranch(ctx context.Context, c *Caller, name string) (context.Context, *branch.Branch, error) {
-	ctx, err := s.inBranch(ctx, c, "", name)
-	if err != nil {
-		return ctx, nil, err
-	}
-	sc, ok := ctx.Value(scopeKey{}).(scope)
-	if !ok {
-		return ctx, nil, nil
+// watchBranch returns the scope of a watch (the branch name, or the
+// session's default) and the branch its engine serves; nil for the
+// workspace.
+func (s *Service) watchBranch(c *Caller, name string) (Scope, *branch.Branch, error) {
+	sc, err := s.requestScope(c, "", name)
+	if err != nil || sc.Workspace() {
+		return sc, nil, err
 	}
 	for b, e := range s.branchEngines() {
 		if e == sc.engine {
-			return ctx, b, nil
+			return sc, b, nil
 		}
 	}
-	return ctx, nil, nil
+	return sc, nil, nil
 }
 
 // branchEngines returns a copy of the branch engines.

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,21 +9,6 @@ import (
 	"github.com/dshmount/dshmount/policy"
 	"github.com/dshmount/dshmount/provider"
 )
-
-// resolve checks and resolves a path parameter against cwd.
-func (s *Service) resolve(ctx context.Context, field, path, cwd string) (provider.Target, error) {
-	if err := checkPath(field, path); err != nil {
-		return provider.Target{}, err
-	}
-	if err := checkCwd(cwd); err != nil {
-		return provider.Target{}, err
-	}
-	t, err := s.fsys(ctx).Resolve(ctx, path, provider.ResolveOptions{Cwd: cwd})
-	if err != nil {
-		return provider.Target{}, fmt.Errorf("resolve %s: %w", path, err)
-	}
-	return t, nil
-}
 
 // writeGuard turns a write's explicit guard parameters into a policy.Guard.
 func writeGuard(e *WriteExpected, unconditional bool, field string) (policy.Guard, error) {

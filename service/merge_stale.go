@@ -25,7 +25,7 @@ func (s *Service) keepSeen(ctx context.Context, t provider.Target, v provider.Ve
 	if s.cfg.SeenBytes.Touch(v) {
 		return // kept already (content-addressed): no second read
 	}
-	text, info, err := s.readCurrent(ctx, t)
+	text, info, err := readCurrent(ctx, s.fs, t)
 	if err != nil || info.Version != v || info.Size > int64(seen.MaxFileBytes) {
 		return
 	}
@@ -34,9 +34,9 @@ func (s *Service) keepSeen(ctx context.Context, t provider.Target, v provider.Ve
 	}
 }
 
-// readCurrent reads the bytes of t and the version of exactly those bytes.
-func (s *Service) readCurrent(ctx context.Context, t provider.Target) (string, provider.Info, error) {
-	fsys := s.fsys(ctx)
+// readCurrent reads the bytes of t in fsys and the version of exactly
+// those bytes.
+func readCurrent(ctx context.Context, fsys provider.FileSystem, t provider.Target) (string, provider.Info, error) {
 	if r, ok := fsys.(provider.TextVersionReader); ok {
 		return r.ReadTextVersion(ctx, t)
 	}
@@ -66,12 +66,12 @@ type mergeOutcome struct {
 	mergedOver provider.Version
 }
 
-// canMerge reports whether a merge: true change made in ctx can be merged
+// canMerge reports whether a merge: true change made in sc can be merged
 // when stale: the workspace (not a branch) with the merge cache on. Such a
 // change is made under policy.Guard.Merge, so its stale refusal is audited
 // by mergeStale, once, only when no merge follows.
-func (s *Service) canMerge(ctx context.Context) bool {
-	return ctx.Value(scopeKey{}) == nil && s.cfg.SeenBytes != nil
+func (s *Service) canMerge(sc Scope) bool {
+	return sc.Workspace() && s.cfg.SeenBytes != nil
 }
 
 // mergeStale re-applies a change refused as stale (staleErr) by a
@@ -82,8 +82,8 @@ func (s *Service) canMerge(ctx context.Context) bool {
 // FS_MERGE_CONFLICT with the conflicted regions and changes nothing, and
 // the stale refusal is audited. Without kept bytes (or in a branch)
 // staleErr is returned unchanged.
-func (s *Service) mergeStale(ctx context.Context, r mergeRequest, staleErr error) (_ mergeOutcome, err error) {
-	if !s.canMerge(ctx) {
+func (s *Service) mergeStale(ctx context.Context, sc Scope, r mergeRequest, staleErr error) (_ mergeOutcome, err error) {
+	if !s.canMerge(sc) {
 		return mergeOutcome{}, staleErr
 	}
 	written := false // from the write on, the engine audits what happens
@@ -104,7 +104,7 @@ func (s *Service) mergeStale(ctx context.Context, r mergeRequest, staleErr error
 	if !ok {
 		return mergeOutcome{}, staleErr
 	}
-	theirs, info, err := s.readCurrent(ctx, r.target)
+	theirs, info, err := readCurrent(ctx, sc.fs, r.target)
 	if err != nil {
 		return mergeOutcome{}, staleErr
 	}
@@ -128,7 +128,7 @@ func (s *Service) mergeStale(ctx context.Context, r mergeRequest, staleErr error
 		Detail:  fmt.Sprintf("merge of a stale %s over %s by %s", r.op, info.Version, s.authorOf(r.target)),
 	}
 	written = true
-	out, err := s.engine.Write(ctx, r.actor, r.target, merged, g)
+	out, err := sc.engine.Write(ctx, r.actor, r.target, merged, g)
 	if err := s.mutationDone(string(r.op)+" (merge)", r.target, err); err != nil {
 		return mergeOutcome{}, err
 	}
@@ -239,17 +239,17 @@ func commonTail(a, b, c string) int {
 // mergePatch merges a stale fs.patch of one update (no move) over the
 // current bytes; any other stale patch keeps its FS_STALE_VERSION
 // (staleErr).
-func (s *Service) mergePatch(ctx context.Context, c *Caller, a policy.Actor, p PatchParams, ops []patch.Operation, staleErr error) (any, error) {
+func (s *Service) mergePatch(ctx context.Context, sc Scope, c *Caller, a policy.Actor, p PatchParams, ops []patch.Operation, staleErr error) (any, error) {
 	u, ok := mergeableUpdate(ops, p)
 	if !ok {
 		return nil, staleErr
 	}
-	_, t, err := s.mutationSubject(ctx, c, policy.OpPatch, p.Session, u.Path, p.Cwd)
+	_, t, err := s.mutationSubject(ctx, sc, c, policy.OpPatch, p.Session, u.Path, p.Cwd)
 	if err != nil {
 		s.auditPreflightRefusal(a, u, staleErr)
 		return nil, staleErr
 	}
-	m, err := s.mergeStale(ctx, mergeRequest{op: policy.OpPatch, actor: a, target: t,
+	m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpPatch, actor: a, target: t,
 		change: func(base string) (string, error) { return applyHunks("patch", t.DisplayPath, base, u.Hunks) }}, staleErr)
 	if err != nil {
 		return nil, err

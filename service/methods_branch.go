@@ -34,57 +34,6 @@ func newBranchScopes(mgr *branch.Manager, rules overlay.Rules, mounter BranchMou
 		mounts: &branchMounts{mounter: mounter, live: map[string]*branchMount{}}}
 }
 
-// scope is where an fs.* request acts: the workspace or a branch.
-type scope struct {
-	engine *policy.Engine
-	fs     provider.FileSystem
-}
-
-type scopeKey struct{}
-
-// eng returns the engine of the request's scope.
-func (s *Service) eng(ctx context.Context) *policy.Engine {
-	if sc, ok := ctx.Value(scopeKey{}).(scope); ok {
-		return sc.engine
-	}
-	return s.engine
-}
-
-// fsys returns the filesystem of the request's scope.
-func (s *Service) fsys(ctx context.Context) provider.FileSystem {
-	if sc, ok := ctx.Value(scopeKey{}).(scope); ok {
-		return sc.fs
-	}
-	return s.fs
-}
-
-// inBranch returns ctx scoped to the named branch, or to the session's
-// default branch when name is empty (the workspace when it has none).
-func (s *Service) inBranch(ctx context.Context, c *Caller, session policy.SessionID, name string) (context.Context, error) {
-	session = c.asBound(session)
-	if name == "" {
-		if session == "" {
-			c.smu.Lock()
-			session = c.implicit
-			c.smu.Unlock()
-		}
-		if s.br.mgr != nil {
-			name = s.br.mgr.SessionBranch(string(session))
-		}
-		if name == "" {
-			return ctx, nil
-		}
-	}
-	if _, err := s.ownedBranch(c, name); err != nil {
-		return ctx, err
-	}
-	eng, err := s.BranchEngine(name)
-	if err != nil {
-		return ctx, err
-	}
-	return context.WithValue(ctx, scopeKey{}, scope{engine: eng, fs: eng.FS()}), nil
-}
-
 // BranchEngine returns the engine of branch name, making it on first use:
 // the branch under the daemon's hide and read-only rules, guarded by the
 // same observation store (its keys are the branch's own).

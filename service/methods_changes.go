@@ -192,7 +192,7 @@ func (s *Service) Changes(ctx context.Context, c *Caller, p ChangesParams) (any,
 	}
 	scope := "."
 	if p.Path != "" {
-		t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+		t, err := s.workspace().resolve(ctx, "path", p.Path, p.Cwd)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +234,7 @@ func (s *Service) Changes(ctx context.Context, c *Caller, p ChangesParams) (any,
 	case cs.Truncated:
 		return s.markEverything(res, fmt.Sprintf("more than %d changes", p.Max))
 	}
-	res.Changes = visibleChanges(ctx, s.peerFilter(c, s.fsys(ctx), false), changedPaths(cs.Entries, inProgress, scope))
+	res.Changes = visibleChanges(ctx, s.peerFilter(c, s.fs, false), changedPaths(cs.Entries, inProgress, scope))
 	if len(res.Changes) > p.Max {
 		return s.markEverything(res, fmt.Sprintf("more than %d changed paths", p.Max))
 	}

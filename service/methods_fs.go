@@ -11,18 +11,18 @@ import (
 
 // Stat reports a target's metadata and records the session's observation.
 func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error) {
-	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
+	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
 		return nil, err
 	}
-	info, err := s.eng(ctx).Stat(ctx, a, t)
+	info, err := sc.engine.Stat(ctx, a, t)
 	res := StatResult{DisplayPath: t.DisplayPath}
 	if provider.CodeOf(err) == provider.CodeNotFound {
 		return res, nil
@@ -44,21 +44,21 @@ func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error
 
 // List lists a directory's direct children in name order.
 func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error) {
-	ctx, err := s.inBranch(ctx, c, "", p.Branch)
+	sc, err := s.requestScope(c, "", p.Branch)
 	if err != nil {
 		return nil, err
 	}
 	if p.Path == "" {
 		p.Path = "."
 	}
-	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	t, err := sc.resolve(ctx, "path", p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
 		return nil, err
 	}
-	entries, err := s.fsys(ctx).ListDir(ctx, t)
+	entries, err := sc.fs.ListDir(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", t.DisplayPath, err)
 	}
@@ -77,7 +77,7 @@ func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error
 // Read returns a window of numbered lines and records the session's
 // observation at the stat version.
 func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error) {
-	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
 		return nil, err
 	}
@@ -85,18 +85,18 @@ func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.subject(ctx, c, p.Session, p.Path, p.Cwd)
+	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
 		return nil, err
 	}
-	r, err := s.eng(ctx).ReadWindow(ctx, a, t, w)
+	r, err := sc.engine.ReadWindow(ctx, a, t, w)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 	}
-	if r.Observed && ctx.Value(scopeKey{}) == nil {
+	if r.Observed && sc.Workspace() {
 		s.keepSeen(ctx, t, r.Info.Version)
 	}
 	return ReadResult{
@@ -107,7 +107,7 @@ func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error
 
 // Write creates or replaces a whole file.
 func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, error) {
-	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
 		return nil, err
 	}
@@ -115,18 +115,18 @@ func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, err
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.mutationSubject(ctx, c, policy.OpWrite, p.Session, p.Path, p.Cwd)
+	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpWrite, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
-	g.Merge = p.Merge && s.canMerge(ctx)
-	out, err := s.eng(ctx).Write(ctx, a, t, p.Content, g)
+	g.Merge = p.Merge && s.canMerge(sc)
+	out, err := sc.engine.Write(ctx, a, t, p.Content, g)
 	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
 		var expected provider.Version
 		if p.Expected != nil {
 			expected = p.Expected.Version
 		}
-		m, err := s.mergeStale(ctx, mergeRequest{op: policy.OpWrite, actor: a, target: t, expected: expected,
+		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpWrite, actor: a, target: t, expected: expected,
 			change: func(string) (string, error) { return p.Content, nil }}, err)
 		if err != nil {
 			return nil, err
@@ -149,7 +149,7 @@ func writeResult(o provider.WriteOutcome) WriteResult {
 
 // Edit applies a literal search-and-replace.
 func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error) {
-	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
 		return nil, err
 	}
@@ -160,19 +160,19 @@ func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.mutationSubject(ctx, c, policy.OpEdit, p.Session, p.Path, p.Cwd)
+	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpEdit, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
 	req := provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}
-	g.Merge = p.Merge && s.canMerge(ctx)
-	out, err := s.eng(ctx).Edit(ctx, a, t, req, g)
+	g.Merge = p.Merge && s.canMerge(sc)
+	out, err := sc.engine.Edit(ctx, a, t, req, g)
 	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
 		var expected provider.Version
 		if p.Expected != nil {
 			expected = p.Expected.Version
 		}
-		m, err := s.mergeStale(ctx, mergeRequest{op: policy.OpEdit, actor: a, target: t, expected: expected,
+		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpEdit, actor: a, target: t, expected: expected,
 			change: func(base string) (string, error) { return applyEdit(t, base, req) }}, err)
 		if err != nil {
 			return nil, err
@@ -191,7 +191,7 @@ func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error
 
 // Delete removes a file.
 func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, error) {
-	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
 		return nil, err
 	}
@@ -199,11 +199,11 @@ func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, e
 	if err != nil {
 		return nil, err
 	}
-	a, t, err := s.mutationSubject(ctx, c, policy.OpDelete, p.Session, p.Path, p.Cwd)
+	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpDelete, p.Session, p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.eng(ctx).Delete(ctx, a, t, g)
+	out, err := sc.engine.Delete(ctx, a, t, g)
 	if err := s.mutationDone("delete", t, err); err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, e
 
 // Move moves a file: destination published first, then the source removed.
 func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (any, error) {
-	ctx, err := s.inBranch(ctx, c, p.Session, p.Branch)
+	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
 		return nil, err
 	}
@@ -228,15 +228,15 @@ func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (any, error
 	if err != nil {
 		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpMove, p.From, err)
 	}
-	src, err := s.resolve(ctx, "from", p.From, p.Cwd)
+	src, err := sc.resolve(ctx, "from", p.From, p.Cwd)
 	if err != nil {
 		return nil, s.refusedEarly(a, policy.OpMove, p.From, err)
 	}
-	dst, err := s.resolve(ctx, "to", p.To, p.Cwd)
+	dst, err := sc.resolve(ctx, "to", p.To, p.Cwd)
 	if err != nil {
 		return nil, s.refusedEarly(a, policy.OpMove, p.To, err)
 	}
-	out, err := s.eng(ctx).Move(ctx, a, src, dst, nil, srcG, dstG)
+	out, err := sc.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
 	err = existsOnCreate(err, dst, p.ExpectedDestination, "the destination ", "the move")
 	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
 		return nil, err
@@ -270,12 +270,12 @@ func pickTarget(err error, ts ...provider.Target) provider.Target {
 // mutationSubject is subject for a mutation: a refusal before the engine
 // is asked (the view hides the path, the session is not the caller's) is
 // audited like the engine's own refusals.
-func (s *Service) mutationSubject(ctx context.Context, c *Caller, op policy.MutationOp, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
+func (s *Service) mutationSubject(ctx context.Context, sc Scope, c *Caller, op policy.MutationOp, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
 	a, err := c.actorFor(session)
 	if err != nil {
 		return a, provider.Target{}, s.refusedEarly(c.refusalActor(session), op, path, err)
 	}
-	t, err := s.resolve(ctx, "path", path, cwd)
+	t, err := sc.resolve(ctx, "path", path, cwd)
 	if err != nil {
 		return a, provider.Target{}, s.refusedEarly(a, op, path, err)
 	}
@@ -302,7 +302,7 @@ func (s *Service) refusedEarly(a policy.Actor, op policy.MutationOp, path string
 // session or to check the one named, the read is answered as the peer
 // without a session: it records nothing (the answer says so), so it grants
 // nothing a read without a session would not.
-func (s *Service) subject(ctx context.Context, c *Caller, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
+func (s *Service) subject(ctx context.Context, sc Scope, c *Caller, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
 	a, err := c.actorFor(session)
 	if errors.Is(err, policy.ErrStoreUnavailable) {
 		a, err = c.peer(), nil
@@ -310,7 +310,7 @@ func (s *Service) subject(ctx context.Context, c *Caller, session policy.Session
 	if err != nil {
 		return policy.Actor{}, provider.Target{}, err
 	}
-	t, err := s.resolve(ctx, "path", path, cwd)
+	t, err := sc.resolve(ctx, "path", path, cwd)
 	if err != nil {
 		return policy.Actor{}, provider.Target{}, err
 	}

@@ -153,7 +153,7 @@ func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (any, er
 		q.Kind = policy.AuditChanges
 	}
 	if p.Path != "" {
-		t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+		t, err := s.workspace().resolve(ctx, "path", p.Path, p.Cwd)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +161,7 @@ func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (any, er
 	}
 	f := logFilter{exclude: p.Exclude}
 	for _, u := range p.Under {
-		t, err := s.resolve(ctx, "under", u, p.Cwd)
+		t, err := s.workspace().resolve(ctx, "under", u, p.Cwd)
 		if err != nil {
 			return nil, err
 		}

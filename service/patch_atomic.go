@@ -104,7 +104,7 @@ func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.O
 	}
 	res := PatchResult{Operations: make([]PatchOpResult, len(ops)), Complete: true}
 	for i, op := range ops {
-		t, err := s.resolve(ctx, "path", op.OpPath(), cwd)
+		t, err := s.workspace().resolve(ctx, "path", op.OpPath(), cwd)
 		if err == nil {
 			err = s.denyReadOnly(t)
 		}
@@ -141,7 +141,7 @@ func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.O
 				f.content, f.touched = after, true
 				continue
 			}
-			dst, err := s.resolve(ctx, "moveTo", o.MoveTo, cwd)
+			dst, err := s.workspace().resolve(ctx, "moveTo", o.MoveTo, cwd)
 			if err == nil {
 				err = s.denyReadOnly(dst)
 			}

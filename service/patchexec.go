@@ -31,6 +31,7 @@ type simFile struct {
 // contents and the targets earlier operations already used.
 type preflight struct {
 	s             *Service
+	sc            Scope
 	actor         policy.Actor
 	unconditional bool
 	files         map[provider.Key]*simFile
@@ -56,30 +57,30 @@ func (s *Service) Patch(ctx context.Context, c *Caller, p PatchParams) (any, err
 	if err != nil {
 		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpPatch, "", err)
 	}
-	ctx, err = s.inBranch(ctx, c, p.Session, p.Branch)
+	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
 		return nil, err
 	}
 	_, mergeable := mergeableUpdate(ops, p)
-	merging := p.Merge && mergeable && s.canMerge(ctx)
-	plan, err := s.preflightPatch(ctx, a, ops, p.Cwd, p.Unconditional, merging)
+	merging := p.Merge && mergeable && s.canMerge(sc)
+	plan, err := s.preflightPatch(ctx, sc, a, ops, p.Cwd, p.Unconditional, merging)
 	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
-		return s.mergePatch(ctx, c, a, p, ops, err)
+		return s.mergePatch(ctx, sc, c, a, p, ops, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if p.Atomic && ctx.Value(scopeKey{}) == nil {
+	if p.Atomic && sc.Workspace() {
 		return s.atomicPatch(ctx, a, ops, p.Cwd, p.Unconditional)
 	}
-	return s.commitPatch(ctx, a, plan, p.Unconditional), nil
+	return s.commitPatch(ctx, sc, a, plan, p.Unconditional), nil
 }
 
 // preflightPatch resolves every operation and checks its intent and hunks
 // against the simulated state left by the operations before it. When
 // merging, a stale refusal is left to the merge to audit.
-func (s *Service) preflightPatch(ctx context.Context, a policy.Actor, ops []patch.Operation, cwd string, unconditional, merging bool) ([]plannedOp, error) {
-	pf := &preflight{s: s, actor: a, unconditional: unconditional, files: make(map[provider.Key]*simFile)}
+func (s *Service) preflightPatch(ctx context.Context, sc Scope, a policy.Actor, ops []patch.Operation, cwd string, unconditional, merging bool) ([]plannedOp, error) {
+	pf := &preflight{s: s, sc: sc, actor: a, unconditional: unconditional, files: make(map[provider.Key]*simFile)}
 	plan := make([]plannedOp, 0, len(ops))
 	for i, op := range ops {
 		pl, err := pf.check(ctx, op, cwd)
@@ -141,7 +142,7 @@ func opError(i int, op patch.Operation, err error) error {
 
 // check preflights one operation.
 func (pf *preflight) check(ctx context.Context, op patch.Operation, cwd string) (plannedOp, error) {
-	t, err := pf.s.resolve(ctx, "path", op.OpPath(), cwd)
+	t, err := pf.sc.resolve(ctx, "path", op.OpPath(), cwd)
 	if err != nil {
 		return plannedOp{}, err
 	}
@@ -174,7 +175,7 @@ func (pf *preflight) check(ctx context.Context, op patch.Operation, cwd string) 
 			f.content = after
 			return pl, nil
 		}
-		dst, err := pf.s.resolve(ctx, "moveTo", o.MoveTo, cwd)
+		dst, err := pf.sc.resolve(ctx, "moveTo", o.MoveTo, cwd)
 		if err != nil {
 			return plannedOp{}, err
 		}
@@ -199,7 +200,7 @@ func (pf *preflight) state(ctx context.Context, t provider.Target) (f *simFile, 
 	if f, ok := pf.files[t.Key]; ok {
 		return f, nil, false, nil
 	}
-	info, err = pf.s.fsys(ctx).Stat(ctx, t)
+	info, err = pf.sc.fs.Stat(ctx, t)
 	if err != nil {
 		return nil, nil, true, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
 	}
@@ -221,7 +222,7 @@ func (pf *preflight) checkWrite(ctx context.Context, t provider.Target) error {
 	if pf.unconditional {
 		return nil
 	}
-	intent, err := pf.s.eng(ctx).WriteIntent(ctx, pf.actor, t)
+	intent, err := pf.sc.engine.WriteIntent(ctx, pf.actor, t)
 	if err != nil {
 		return pf.s.explain(err, t)
 	}
@@ -260,9 +261,9 @@ func (pf *preflight) checkExisting(ctx context.Context, t provider.Target, load 
 	if !pf.unconditional {
 		var guard *provider.VersionGuard
 		if load {
-			guard, err = pf.s.eng(ctx).EditIntent(ctx, pf.actor, t)
+			guard, err = pf.sc.engine.EditIntent(ctx, pf.actor, t)
 		} else {
-			guard, err = pf.s.eng(ctx).DeleteIntent(ctx, pf.actor, t)
+			guard, err = pf.sc.engine.DeleteIntent(ctx, pf.actor, t)
 		}
 		if err != nil {
 			return nil, guardRefusal{pf.s.explain(err, t)}
@@ -281,7 +282,7 @@ func (pf *preflight) checkExisting(ctx context.Context, t provider.Target, load 
 			"%s is a %s, not a regular file", t.DisplayPath, info.Type)
 	}
 	if load {
-		text, err := pf.s.fsys(ctx).ReadText(ctx, t)
+		text, err := pf.sc.fs.ReadText(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 		}
@@ -292,7 +293,7 @@ func (pf *preflight) checkExisting(ctx context.Context, t provider.Target, load 
 
 // commitPatch runs the planned operations in order, each re-acquiring its
 // guard; the first failure stops the rest.
-func (s *Service) commitPatch(ctx context.Context, a policy.Actor, plan []plannedOp, unconditional bool) PatchResult {
+func (s *Service) commitPatch(ctx context.Context, sc Scope, a policy.Actor, plan []plannedOp, unconditional bool) PatchResult {
 	res := PatchResult{Operations: make([]PatchOpResult, len(plan)), Complete: true}
 	for i, pl := range plan {
 		r := &res.Operations[i]
@@ -312,13 +313,13 @@ func (s *Service) commitPatch(ctx context.Context, a policy.Actor, plan []planne
 		switch {
 		case pl.kind == patch.KindAdd: // the provider creates missing parents
 			var out provider.WriteOutcome
-			out, err = s.eng(ctx).Write(ctx, a, pl.target, pl.content, g)
+			out, err = sc.engine.Write(ctx, a, pl.target, pl.content, g)
 			r.Version = out.Version
 		case pl.kind == patch.KindDelete:
-			_, err = s.eng(ctx).Delete(ctx, a, pl.target, g)
+			_, err = sc.engine.Delete(ctx, a, pl.target, g)
 		case pl.dest != nil:
 			var out provider.MoveOutcome
-			out, err = s.eng(ctx).Move(ctx, a, pl.target, *pl.dest, pl.hunks, g, g)
+			out, err = sc.engine.Move(ctx, a, pl.target, *pl.dest, pl.hunks, g, g)
 			r.Version = out.Destination.Version
 			if err == nil && !out.SourceDeleted && out.SourceFailure != nil {
 				failed = true
@@ -327,7 +328,7 @@ func (s *Service) commitPatch(ctx context.Context, a policy.Actor, plan []planne
 			}
 		default:
 			var out provider.EditOutcome
-			out, err = s.eng(ctx).Patch(ctx, a, pl.target, pl.hunks, g)
+			out, err = sc.engine.Patch(ctx, a, pl.target, pl.hunks, g)
 			r.Version = out.Version
 		}
 		target := pl.target

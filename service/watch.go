@@ -66,15 +66,15 @@ type watchState struct {
 // Watch starts a watch; notifications begin once the response with the
 // watch id has been written.
 func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (any, error) {
-	ctx, br, err := s.watchBranch(ctx, c, p.Branch)
+	sc, br, err := s.watchBranch(c, p.Branch)
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(ctx, "path", p.Path, p.Cwd)
+	t, err := sc.resolve(ctx, "path", p.Path, p.Cwd)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mayWatch(ctx, t); err != nil {
+	if err := mayWatch(ctx, sc.fs, t); err != nil {
 		return nil, err
 	}
 	if s.watches.Add(1) > int64(s.cfg.MaxWatches) {
@@ -111,7 +111,7 @@ func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (any, err
 		stopCh:  make(chan struct{}),
 		release: release,
 		br:      br,
-		fs:      s.fsys(ctx),
+		fs:      sc.fs,
 	}
 	// Checked above: the watched path's directory, or the directory itself.
 	w.filter = s.peerFilter(c, w.fs, true)
@@ -129,8 +129,7 @@ func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (any, err
 // mayWatch checks, with the peer's credentials (handlers run with them),
 // that it may read what it watches: a directory must be listable, a file
 // readable, and a missing path's directory listable.
-func (s *Service) mayWatch(ctx context.Context, t provider.Target) error {
-	fsys := s.fsys(ctx)
+func mayWatch(ctx context.Context, fsys provider.FileSystem, t provider.Target) error {
 	info, err := fsys.Stat(ctx, t)
 	switch {
 	case provider.CodeOf(err) == provider.CodeNotFound || (err == nil && info == nil):
