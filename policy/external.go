@@ -394,28 +394,16 @@ func (o *ownChanges) waitLocked(deadline time.Time) {
 // Call release after the backing descriptor is closed, so that the events
 // of the close and of the last writes are covered too.
 func (e *Engine) HoldOwn(t provider.Target) (release func()) {
-	o := e.own
-	o.mu.Lock()
-	o.entry(t.DisplayPath).held++
-	o.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			if en, ok := o.paths[t.DisplayPath]; ok && en.held > 0 {
-				en.held--
-				// The hold ends after the mount closed its descriptor:
-				// every event of its writes happened before now, and
-				// the file holds what the mount recorded last.
-				last := ownResult{at: o.now()}
-				if n := len(en.results); n > 0 {
-					last.after, last.gone = en.results[n-1].after, en.results[n-1].gone
-				}
-				o.add(en, last)
-			}
-		})
-	}
+	return e.own.hold(func(o *ownChanges, en *ownEntry) {
+		// The hold ends after the mount closed its descriptor: every
+		// event of its writes happened before now, and the file holds
+		// what the mount recorded last.
+		last := ownResult{at: o.now()}
+		if n := len(en.results); n > 0 {
+			last.after, last.gone = en.results[n-1].after, en.results[n-1].gone
+		}
+		o.add(en, last)
+	}, t)
 }
 
 // Changing marks ts as being changed by one mount operation until done is
@@ -424,8 +412,12 @@ func (e *Engine) HoldOwn(t provider.Target) (release func()) {
 // done after the operation's record (RecordMount), whose result then
 // explains the later events; an operation that failed leaves no result,
 // so it explains nothing after done.
-func (e *Engine) Changing(ts ...provider.Target) (done func()) {
-	o := e.own
+func (e *Engine) Changing(ts ...provider.Target) (done func()) { return e.own.hold(nil, ts...) }
+
+// hold counts a hold of each of ts (RecordExternal explains every event of
+// a held path) and returns its idempotent end, which runs ended, if set,
+// on each entry whose hold it ends; o.mu is held then.
+func (o *ownChanges) hold(ended func(o *ownChanges, en *ownEntry), ts ...provider.Target) func() {
 	o.mu.Lock()
 	for _, t := range ts {
 		o.entry(t.DisplayPath).held++
@@ -439,6 +431,9 @@ func (e *Engine) Changing(ts ...provider.Target) (done func()) {
 			for _, t := range ts {
 				if en, ok := o.paths[t.DisplayPath]; ok && en.held > 0 {
 					en.held--
+					if ended != nil {
+						ended(o, en)
+					}
 				}
 			}
 		})

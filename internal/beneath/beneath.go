@@ -54,10 +54,10 @@ func (r *Root) Open(rel string, flags int, mode uint32) (int, error) {
 			continue
 		}
 		if errors.Is(err, unix.ELOOP) {
-			return -1, pathErr("openat2", rel, fmt.Errorf("%w: %w", ErrLinkSwapped, err))
+			return -1, PathErr("openat2", rel, fmt.Errorf("%w: %w", ErrLinkSwapped, err))
 		}
 		if err != nil {
-			return -1, pathErr("openat2", rel, err)
+			return -1, PathErr("openat2", rel, err)
 		}
 		return fd, nil
 	}
@@ -83,8 +83,8 @@ func (r *Root) StatTarget(rel string) (st unix.Stat_t, ok bool, err error) {
 		return st, false, err
 	}
 	defer unix.Close(fd)
-	if err := retryEINTR0(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		return st, false, pathErr("fstat", rel, err)
+	if err := RetryEINTR0(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return st, false, PathErr("fstat", rel, err)
 	}
 	return st, true, nil
 }
@@ -104,12 +104,12 @@ func (r *Root) StatEntry(rel string) (st unix.Stat_t, ok bool, err error) {
 		return st, false, err
 	}
 	defer unix.Close(fd)
-	err = retryEINTR0(func() error { return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) })
+	err = RetryEINTR0(func() error { return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) })
 	if errors.Is(err, unix.ENOENT) {
 		return st, false, nil
 	}
 	if err != nil {
-		return st, false, pathErr("fstatat", rel, err)
+		return st, false, PathErr("fstatat", rel, err)
 	}
 	return st, true, nil
 }
@@ -128,12 +128,12 @@ func (r *Root) OpenDirAll(rel string) (*os.File, error) {
 	how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: Resolve}
 	for _, c := range components(rel) {
 		curFD := int(cur.Fd())
-		fd, err := retryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
+		fd, err := RetryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
 		if errors.Is(err, unix.ENOENT) {
-			err = retryEINTR0(func() error { return unix.Mkdirat(curFD, c, NewDirMode) })
+			err = RetryEINTR0(func() error { return unix.Mkdirat(curFD, c, NewDirMode) })
 			created := err == nil
 			if created || errors.Is(err, unix.EEXIST) {
-				fd, err = retryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
+				fd, err = RetryEINTR(func() (int, error) { return unix.Openat2(curFD, c, how) })
 			}
 			if created && err == nil {
 				InheritOwner(fd, curFD)
@@ -141,7 +141,7 @@ func (r *Root) OpenDirAll(rel string) (*os.File, error) {
 		}
 		cur.Close()
 		if err != nil {
-			return nil, pathErr("mkdirat", rel, err)
+			return nil, PathErr("mkdirat", rel, err)
 		}
 		cur = os.NewFile(uintptr(fd), c)
 	}
@@ -172,7 +172,7 @@ func Split(rel string) (dir, name string) {
 func ReadlinkAt(dirFD int, name string) (string, error) {
 	buf := make([]byte, 256)
 	for {
-		n, err := retryEINTR(func() (int, error) { return unix.Readlinkat(dirFD, name, buf) })
+		n, err := RetryEINTR(func() (int, error) { return unix.Readlinkat(dirFD, name, buf) })
 		if err != nil {
 			return "", err
 		}
@@ -195,8 +195,8 @@ func components(p string) []string {
 	return out
 }
 
-// retryEINTR repeats a raw system call interrupted by a signal.
-func retryEINTR[T any](call func() (T, error)) (T, error) {
+// RetryEINTR repeats a raw system call interrupted by a signal.
+func RetryEINTR[T any](call func() (T, error)) (T, error) {
 	for {
 		v, err := call()
 		if !errors.Is(err, unix.EINTR) {
@@ -205,15 +205,15 @@ func retryEINTR[T any](call func() (T, error)) (T, error) {
 	}
 }
 
-// retryEINTR0 is retryEINTR for calls without a result.
-func retryEINTR0(call func() error) error {
-	_, err := retryEINTR(func() (struct{}, error) { return struct{}{}, call() })
+// RetryEINTR0 is RetryEINTR for calls without a result.
+func RetryEINTR0(call func() error) error {
+	_, err := RetryEINTR(func() (struct{}, error) { return struct{}{}, call() })
 	return err
 }
 
-// pathErr wraps an errno with the call and the path, unless err already
+// PathErr wraps an errno with the call and the path, unless err already
 // names a path.
-func pathErr(syscallName, path string, err error) error {
+func PathErr(syscallName, path string, err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return err

@@ -19,7 +19,7 @@ import (
 func (r *Root) parent(rel string) (int, string, error) {
 	dir, name := Split(rel)
 	if name == "" || name == "." || name == ".." {
-		return -1, "", pathErr("openat2", rel, unix.EINVAL)
+		return -1, "", PathErr("openat2", rel, unix.EINVAL)
 	}
 	fd, err := r.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -40,7 +40,7 @@ func (r *Root) Rename(from, to string) error {
 		return err
 	}
 	defer unix.Close(toDir)
-	if err := retryEINTR0(func() error { return unix.Renameat(fromDir, fromName, toDir, toName) }); err != nil {
+	if err := RetryEINTR0(func() error { return unix.Renameat(fromDir, fromName, toDir, toName) }); err != nil {
 		return &os.LinkError{Op: "renameat", Old: from, New: to, Err: err}
 	}
 	return nil
@@ -53,12 +53,12 @@ func (r *Root) Remove(rel string) error {
 		return err
 	}
 	defer unix.Close(dir)
-	err = retryEINTR0(func() error { return unix.Unlinkat(dir, name, 0) })
+	err = RetryEINTR0(func() error { return unix.Unlinkat(dir, name, 0) })
 	if errors.Is(err, unix.EISDIR) {
-		err = retryEINTR0(func() error { return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) })
+		err = RetryEINTR0(func() error { return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR) })
 	}
 	if err != nil {
-		return pathErr("unlinkat", rel, err)
+		return PathErr("unlinkat", rel, err)
 	}
 	return nil
 }
@@ -112,8 +112,8 @@ func (r *Root) Mkdir(rel string, perm os.FileMode) error {
 		return err
 	}
 	defer unix.Close(dir)
-	if err := retryEINTR0(func() error { return unix.Mkdirat(dir, name, uint32(perm.Perm())) }); err != nil {
-		return pathErr("mkdirat", rel, err)
+	if err := RetryEINTR0(func() error { return unix.Mkdirat(dir, name, uint32(perm.Perm())) }); err != nil {
+		return PathErr("mkdirat", rel, err)
 	}
 	// mkdirat applied the umask; set the bits through the new directory's
 	// own descriptor, never through a name something could replace.
@@ -150,7 +150,7 @@ func (r *Root) Link(existing, name string) error {
 		return err
 	}
 	defer unix.Close(toDir)
-	if err := retryEINTR0(func() error { return unix.Linkat(fromDir, fromName, toDir, toName, 0) }); err != nil {
+	if err := RetryEINTR0(func() error { return unix.Linkat(fromDir, fromName, toDir, toName, 0) }); err != nil {
 		return &os.LinkError{Op: "linkat", Old: existing, New: name, Err: err}
 	}
 	return nil
@@ -163,7 +163,7 @@ func (r *Root) Symlink(target, name string) error {
 		return err
 	}
 	defer unix.Close(dir)
-	if err := retryEINTR0(func() error { return unix.Symlinkat(target, dir, base) }); err != nil {
+	if err := RetryEINTR0(func() error { return unix.Symlinkat(target, dir, base) }); err != nil {
 		return &os.LinkError{Op: "symlinkat", Old: target, New: name, Err: err}
 	}
 	return nil
@@ -194,7 +194,7 @@ func (r *Root) Lstat(rel string) (os.FileMode, error) {
 		return 0, err
 	}
 	if !ok {
-		return 0, pathErr("fstatat", rel, unix.ENOENT)
+		return 0, PathErr("fstatat", rel, unix.ENOENT)
 	}
 	return fileMode(st.Mode), nil
 }
@@ -208,7 +208,7 @@ func (r *Root) Readlink(rel string) (string, error) {
 	defer unix.Close(dir)
 	target, err := ReadlinkAt(dir, name)
 	if err != nil {
-		return "", pathErr("readlinkat", rel, err)
+		return "", PathErr("readlinkat", rel, err)
 	}
 	return target, nil
 }

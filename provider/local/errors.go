@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"errors"
-	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -12,28 +11,14 @@ import (
 )
 
 // retryEINTR repeats a raw system call interrupted by a signal.
-func retryEINTR[T any](call func() (T, error)) (T, error) {
-	for {
-		v, err := call()
-		if !errors.Is(err, unix.EINTR) {
-			return v, err
-		}
-	}
-}
+func retryEINTR[T any](call func() (T, error)) (T, error) { return beneath.RetryEINTR(call) }
 
 // retryEINTR0 is retryEINTR for calls without a result.
-func retryEINTR0(call func() error) error {
-	_, err := retryEINTR(func() (struct{}, error) { return struct{}{}, call() })
-	return err
-}
+func retryEINTR0(call func() error) error { return beneath.RetryEINTR0(call) }
 
 // pathErr wraps an errno as the cause of a provider error.
 func pathErr(syscallName, path string, err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return err
-	}
-	return &os.PathError{Op: syscallName, Path: path, Err: err}
+	return beneath.PathErr(syscallName, path, err)
 }
 
 // ioFailure maps a system-call failure on the target display path disp to a
