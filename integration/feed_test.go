@@ -168,7 +168,12 @@ func TestFeed_SinceReplaysMountChangesAcrossAReconnectWithoutGapOrDuplicate(t *t
 	d := startDaemon(t, daemonOptions{})
 	first := watchLog(t, d, control.WatchParams{Path: ".", Recursive: true})
 	d.sh("echo a > a.txt")
-	seen := first.expect(control.ChangeCreated, "a.txt", policy.ChannelMount).Seq
+	first.expect(control.ChangeCreated, "a.txt", policy.ChannelMount)
+	// The shell's write is recorded at its close (FLUSH, before the shell
+	// returns), as a second event that may reach the feed after the
+	// create: a later change's event is after every event of a.txt.
+	d.sh("echo m > marker.txt")
+	seen := first.expect(control.ChangeCreated, "marker.txt", policy.ChannelMount).Seq
 	require.NoError(t, first.w.Close(testCtx(t)))
 	require.NoError(t, d.Client.Close())
 
