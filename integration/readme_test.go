@@ -60,6 +60,13 @@ func TestReadme_QuickStartRuns(t *testing.T) {
 	for _, d := range []string{home, filepath.Join(project, "src"), mnt} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
+	// Before the directories go (a cleanup registered later runs first): a
+	// script that failed half-way leaves its daemon serving.
+	t.Cleanup(func() {
+		if err := exec.Command(dshBinary, "unmount", mnt).Run(); err != nil {
+			_ = exec.Command("umount", "-l", mnt).Run()
+		}
+	})
 	require.NoError(t, os.WriteFile(filepath.Join(project, "src", "main.go"), []byte("package main\n\nfunc foo() {}\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(project, "src", "Makefile"), []byte("test:\n\tgrep -q bar main.go\n"), 0o644))
 
