@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -330,15 +332,43 @@ func (e *Engine) Sync(context.Context) error {
 // Shared implements kv.Engine: a Badger directory has one daemon.
 func (e *Engine) Shared() bool { return false }
 
-// Close implements kv.Engine.
+// closeWait bounds how long Close waits for Badger to write its memory
+// table out; closeCheck is how often it looks whether the directory is
+// still there (Badger retries a failed flush forever, once a second).
+const (
+	closeWait  = 30 * time.Second
+	closeCheck = 500 * time.Millisecond
+)
+
+// Close implements kv.Engine. It does not hang when Badger cannot write
+// its directory any more (removed under the daemon): what was not written
+// out is in Badger's log, replayed on the next open, as after a crash, or
+// gone with the directory.
 func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
-	if err := e.db.Close(); err != nil {
-		return fmt.Errorf("close badger in %s: %w", e.dir, err)
+	done := make(chan error, 1)
+	go func() { done <- e.db.Close() }()
+	check := time.NewTicker(closeCheck)
+	defer check.Stop()
+	deadline := time.NewTimer(closeWait)
+	defer deadline.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("close badger in %s: %w", e.dir, err)
+			}
+			return nil
+		case <-check.C:
+			if _, err := os.Stat(e.dir); errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("close badger in %s: the directory was removed; records not yet written to it are lost", e.dir)
+			}
+		case <-deadline.C:
+			return fmt.Errorf("close badger in %s: not closed after %v; its log is replayed on the next open", e.dir, closeWait)
+		}
 	}
-	return nil
 }
 
 func (e *Engine) wrap(op string, err error) error {

@@ -1,7 +1,12 @@
 package badgerkv_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,4 +33,26 @@ func TestOpen_SecondOpenerIsLocked(t *testing.T) {
 	defer e.Close()
 	_, err = badgerkv.Open(dir, badgerkv.Config{})
 	require.ErrorIs(t, err, badgerkv.ErrLocked)
+}
+
+// TestClose_ReturnsWhenTheDirectoryWasRemoved: Badger retries writing its
+// memory table forever once its directory is gone; a daemon stopping then
+// must still exit.
+func TestClose_ReturnsWhenTheDirectoryWasRemoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	e, err := badgerkv.Open(dir, badgerkv.Config{})
+	require.NoError(t, err)
+	for i := range 100 {
+		_, err := e.Txn(context.Background(), nil, []kv.Op{{Key: []byte(fmt.Sprintf("k%03d", i)), Value: []byte("v")}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.RemoveAll(dir))
+	done := make(chan error, 1)
+	go func() { done <- e.Close() }()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "directory was removed")
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close hung on a removed directory")
+	}
 }
