@@ -43,7 +43,7 @@ bench: build
 
 ## bench-go: Go benchmarks of every package (ns/op, allocs)
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./provider/... ./patch/... ./merge/... ./policy/... ./control/... ./overlay/... ./internal/seen/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./internal/provider/... ./patch/... ./internal/merge/... ./internal/policy/... ./control/... ./internal/viewrules/... ./internal/seen/...
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
@@ -51,8 +51,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyHunks$$' -fuzztime $(FUZZTIME) ./patch/
 	$(GO) test -run '^$$' -fuzz '^FuzzDispatch$$' -fuzztime $(FUZZTIME) ./control/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLine$$' -fuzztime $(FUZZTIME) ./control/
-	$(GO) test -run '^$$' -fuzz '^FuzzMarshalRecords$$' -fuzztime $(FUZZTIME) ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./merge/
+	$(GO) test -run '^$$' -fuzz '^FuzzMarshalRecords$$' -fuzztime $(FUZZTIME) ./internal/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./internal/merge/
 
 lint-basic:
 	$(GO) vet $(PKGS)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 const statusLine = `{"jsonrpc":"2.0","id":"after","method":"daemon.status"}`

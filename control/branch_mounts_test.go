@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/viewrules"
 )
 
 // fakeMounter records the mounts a server asks for.
@@ -34,7 +34,7 @@ type fakeMount struct {
 	branch string
 	b      *branch.Branch
 	engine *policy.Engine
-	view   *overlay.View
+	view   *viewrules.View
 	dir    string
 }
 
@@ -44,7 +44,7 @@ type fakeUnmount struct {
 	changed int // what the branch held when it was unmounted
 }
 
-func (f *fakeMounter) Mount(_ context.Context, b *branch.Branch, engine *policy.Engine, view *overlay.View, dir string) (func(context.Context) error, error) {
+func (f *fakeMounter) Mount(_ context.Context, b *branch.Branch, engine *policy.Engine, view *viewrules.View, dir string) (func(context.Context) error, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -108,7 +108,7 @@ func newMountEnv(t *testing.T, state string, prepare ...func(ws string)) *mountE
 		for _, f := range prepare {
 			f(lfs.Root())
 		}
-		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"/" + branch.StagingDir}})
+		view, err := viewrules.New(lfs, viewrules.Rules{Hide: []string{"/" + branch.StagingDir}})
 		require.NoError(t, err)
 		cfg.Svc.Engine, cfg.Svc.View = policy.NewEngine(cfg.Svc.Engine.Store(), view), view
 		mgr, err := branch.Open(state, lfs, branch.Options{Logger: quietLogger(), Upper: openBranchUpper})

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 const rebaseBase = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n"

@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/viewrules"
 )
 
 // newBranchEnv is a server over a view (hide "secret*", read-only "ro/")
@@ -26,7 +26,7 @@ func newBranchEnv(t *testing.T) *testEnv {
 	env := newTestEnv(t, func(cfg *testConfig) {
 		lfs, ok := cfg.Svc.Engine.FS().(*local.FS)
 		require.True(t, ok)
-		view, err := overlay.New(lfs, overlay.Rules{Hide: []string{"secret*", "/" + branch.StagingDir}, ReadOnly: []string{"/ro"}})
+		view, err := viewrules.New(lfs, viewrules.Rules{Hide: []string{"secret*", "/" + branch.StagingDir}, ReadOnly: []string{"/ro"}})
 		require.NoError(t, err)
 		cfg.Svc.Engine, cfg.Svc.View = policy.NewEngine(cfg.Svc.Engine.Store(), view), view
 		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: quietLogger(), Upper: openBranchUpper})

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/service"
 	"golang.org/x/sys/unix"
 )
 

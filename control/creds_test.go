@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // peerWorkspace is a workspace a root daemon serves to a peer of otherUID:

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // bigReadResult is the fs.read result of bigText, every line.

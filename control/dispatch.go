@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/service"
 )
 
 // handler serves one method. params is the raw params value (nil when

@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/localstore"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/localstore"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/service"
 )
 
 // Example runs a daemon's control socket over a workspace in a temporary

@@ -15,11 +15,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/localstore"
-	"github.com/dshmount/dshmount/provider/local"
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/localstore"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/service"
 )
 
 // fakeBinder records Bind calls.

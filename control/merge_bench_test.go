@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/internal/policy"
 )
 
 // BenchmarkMergeEdit1MiB_Socket measures a merge: true fs.edit of a 1 MiB

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
 	"github.com/dshmount/dshmount/internal/seen"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
 )
 
 // withSeen gives the server a merge cache bounded by max bytes.

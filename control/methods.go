@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/service"
 )
 
 // method is one row of the method table: everything the daemon knows about

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/viewrules"
 )
 
 // watchedEnv is a test server whose backing-tree watcher counts as running.
@@ -291,7 +291,7 @@ func TestChanges_HiddenPathsMakeAWorkspaceCallerGetEverything(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := watchedEnv(t, func(c *testConfig) {
-				view, err := overlay.New(c.Svc.Engine.FS(), overlay.Rules{Hide: tc.hide})
+				view, err := viewrules.New(c.Svc.Engine.FS(), viewrules.Rules{Hide: tc.hide})
 				require.NoError(t, err)
 				c.Svc.Engine, c.Svc.View = policy.NewEngine(c.Svc.Engine.Store(), view), view
 			})

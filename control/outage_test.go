@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/kv/etcdkv"
-	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/kv/etcdkv"
+	"github.com/dshmount/dshmount/internal/policy/kv/etcdkv/etcdtest"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // etcdEnv starts an embedded etcd and a server whose store is on it, with

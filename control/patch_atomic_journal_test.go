@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/internal/journal"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/internal/provider/local"
 )
 
 // TestAtomicPatch_NeedsTheJournalNotTheBranches pins that an atomic patch

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // readAll reads paths with c so its session observes them.

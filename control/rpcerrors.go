@@ -1,6 +1,6 @@
 package control
 
-import "github.com/dshmount/dshmount/service"
+import "github.com/dshmount/dshmount/internal/service"
 
 // The error model is the service's (service.ErrorObjectOf): the socket
 // answers a method's error with the object it maps to.

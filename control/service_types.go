@@ -3,7 +3,7 @@ package control
 import (
 	"time"
 
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/service"
 )
 
 // The protocol's types, codes and method names are the service's: the

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/internal/policy"
 )
 
 // Bindings that cannot be shed (issue 14, case 4): every process started by

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/internal/policy"
 )
 
 // The mount keeps descriptors of backing directories (serve --dir-fds). A

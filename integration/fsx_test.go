@@ -18,7 +18,7 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/integration/fsx"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // Integrity under random operations (issue 10, item 2): the fsx exerciser

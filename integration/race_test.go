@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/version"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/version"
 )
 
 // raceOp is one attempted mutation of the race test.

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // TestRefusals_MountRefusalIsInTheAuditLog: a process bound with dshmount

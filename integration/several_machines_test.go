@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/policy/kv/etcdkv/etcdtest"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // twoDaemons starts an embedded etcd and two `dshmount serve --store etcd`

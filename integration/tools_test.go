@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/internal/policy"
 )
 
 // toolsEnv is the environment of the tools the test runs: git without the

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/policy"
+	"github.com/dshmount/dshmount/internal/policy"
 )
 
 // The backing-tree watcher: a change made directly in the workspace

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dshmount/dshmount/fuse/reqcount"
+	"github.com/dshmount/dshmount/internal/fuse/reqcount"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )

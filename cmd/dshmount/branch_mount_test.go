@@ -16,13 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/control/registry"
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/registry"
+	"github.com/dshmount/dshmount/internal/service"
+	"github.com/dshmount/dshmount/internal/viewrules"
 )
 
 // dirMounter plays the daemon's branch mounter: it records the
@@ -32,7 +32,7 @@ type dirMounter struct {
 	mounted map[string]string // branch → dir
 }
 
-func (d *dirMounter) Mount(_ context.Context, b *branch.Branch, _ *policy.Engine, _ *overlay.View, dir string) (func(context.Context) error, error) {
+func (d *dirMounter) Mount(_ context.Context, b *branch.Branch, _ *policy.Engine, _ *viewrules.View, dir string) (func(context.Context) error, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.mounted[b.Name()] = dir

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // clientCommands returns the verbs that talk to a running daemon.

@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // clientVerbs lists the client verbs.

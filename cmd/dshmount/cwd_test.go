@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/control/registry"
+	"github.com/dshmount/dshmount/internal/registry"
 )
 
 // TestCLI_RelativePathsFollowTheShellInsideTheWorkspace runs the binary in

@@ -363,7 +363,7 @@ func TestDocs_ArchitectureNamesExistingFunctions(t *testing.T) {
 		assert.True(t, recv != "" && funcExists(t, dir, recv, name), "ARCHITECTURE.md names %s, which %s does not declare", m[0], pkg)
 	}
 	assert.Greater(t, n, 40, "the walks name functions")
-	assert.False(t, funcExists(t, filepath.Join(repoRoot, "policy"), "Engine", "NoSuchMethod"), "the check can fail")
+	assert.False(t, funcExists(t, filepath.Join(repoRoot, "internal", "policy"), "Engine", "NoSuchMethod"), "the check can fail")
 }
 
 // typeExists reports whether the package in dir declares a type called name.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/control/fsmonitor"
-	"github.com/dshmount/dshmount/control/registry"
+	"github.com/dshmount/dshmount/internal/fsmonitor"
+	"github.com/dshmount/dshmount/internal/registry"
 )
 
 // fsmonitorTimeout bounds one hook call: git waits for it.

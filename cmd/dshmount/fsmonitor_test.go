@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/control/registry"
+	"github.com/dshmount/dshmount/internal/registry"
 )
 
 // runHook runs `dshmount fsmonitor ARGS` in-process.

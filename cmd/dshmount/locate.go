@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/control/registry"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/registry"
 )
 
 // noSocketHelp ends the message for a command that found no daemon.

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dshmount/dshmount/fuse"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy/procbind"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/fuse"
+	"github.com/dshmount/dshmount/internal/policy/procbind"
 )
 
 // daemonRecordName is the file in the state directory that names the daemon

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/fuse"
-	"github.com/dshmount/dshmount/policy/procbind"
+	"github.com/dshmount/dshmount/internal/fuse"
+	"github.com/dshmount/dshmount/internal/policy/procbind"
 )
 
 // fakeProcess plays the recorded daemon: its lifecycle answers in turn

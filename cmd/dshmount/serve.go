@@ -16,17 +16,17 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/internal/seen"
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/service"
 
 	"github.com/dshmount/dshmount/control"
-	runregistry "github.com/dshmount/dshmount/control/registry"
-	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/fuse"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/procbind"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	runregistry "github.com/dshmount/dshmount/internal/registry"
+	"github.com/dshmount/dshmount/internal/viewrules"
 	"github.com/dshmount/dshmount/internal/watcher"
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/procbind"
-	"github.com/dshmount/dshmount/provider/local"
 )
 
 // serveCommand is `dshmount serve`.
@@ -130,7 +130,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		return fmt.Errorf("workspace: %w", err)
 	}
 	defer lfs.Close()
-	view, err := overlay.New(lfs, overlay.Rules{Hide: append(append([]string(nil), cfg.Hide...), "/"+branch.StagingDir), ReadOnly: cfg.ReadOnly})
+	view, err := viewrules.New(lfs, viewrules.Rules{Hide: append(append([]string(nil), cfg.Hide...), "/"+branch.StagingDir), ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 	defer branches.Close()
 	engine := policy.NewEngine(store, view)
-	unguarded, err := overlay.NewMatcher("unguarded", cfg.Unguarded)
+	unguarded, err := viewrules.NewMatcher("unguarded", cfg.Unguarded)
 	if err != nil {
 		return err
 	}

@@ -8,12 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dshmount/dshmount/fuse"
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider/local"
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/fuse"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/service"
+	"github.com/dshmount/dshmount/internal/viewrules"
 )
 
 // openBranches opens the branches kept in the state directory; a commit a
@@ -57,7 +57,7 @@ func newBranchMounter(base fuse.Config, log *slog.Logger) *branchMounter {
 // Mount implements service.BranchMounter: it detaches a dead mount a
 // killed daemon left at dir, then mounts branch b there with its engine
 // and view.
-func (bm *branchMounter) Mount(_ context.Context, b *branch.Branch, engine *policy.Engine, view *overlay.View, dir string) (func(context.Context) error, error) {
+func (bm *branchMounter) Mount(_ context.Context, b *branch.Branch, engine *policy.Engine, view *viewrules.View, dir string) (func(context.Context) error, error) {
 	cfg := bm.base
 	cfg.View, cfg.Engine, cfg.Branch = view, engine, b
 	if cfg.Logger != nil {

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/control/registry"
-	"github.com/dshmount/dshmount/fuse"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/internal/fuse"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/registry"
 )
 
 // serveConfig is every knob of `dshmount serve`. The flags map onto it and

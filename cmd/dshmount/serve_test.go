@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/internal/fuse"
 )
 
 func TestServeConfig_MountpointMustStayOutOfTheWorkspace(t *testing.T) {

@@ -11,11 +11,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/kv"
-	"github.com/dshmount/dshmount/policy/kv/badgerkv"
-	"github.com/dshmount/dshmount/policy/kv/etcdkv"
-	"github.com/dshmount/dshmount/policy/localstore"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/kv"
+	"github.com/dshmount/dshmount/internal/policy/kv/badgerkv"
+	"github.com/dshmount/dshmount/internal/policy/kv/etcdkv"
+	"github.com/dshmount/dshmount/internal/policy/localstore"
 )
 
 // storeConfig is where the daemon keeps its policy records: a store URL

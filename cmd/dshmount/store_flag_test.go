@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/policy/kv"
-	"github.com/dshmount/dshmount/policy/kv/etcdkv"
-	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
+	"github.com/dshmount/dshmount/internal/policy/kv"
+	"github.com/dshmount/dshmount/internal/policy/kv/etcdkv"
+	"github.com/dshmount/dshmount/internal/policy/kv/etcdkv/etcdtest"
 )
 
 func TestStoreFlag_ParsesEtcdURL(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dshmount/dshmount/policy/kv"
+	"github.com/dshmount/dshmount/internal/policy/kv"
 )
 
 // The default Badger store lives in <state>/db. Daemons before it kept it

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/kv"
-	"github.com/dshmount/dshmount/policy/kv/badgerkv"
-	"github.com/dshmount/dshmount/policy/localstore"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/kv"
+	"github.com/dshmount/dshmount/internal/policy/kv/badgerkv"
+	"github.com/dshmount/dshmount/internal/policy/localstore"
 )
 
 // oldLayoutState makes a state directory with a Badger store at

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dshmount/dshmount/control/registry"
-	"github.com/dshmount/dshmount/fuse"
+	"github.com/dshmount/dshmount/internal/fuse"
+	"github.com/dshmount/dshmount/internal/registry"
 )
 
 // unmountCommand is `dshmount unmount`.

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // watchHelp is the help text of 'dshmount watch'.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // toolError is a failure whose model-facing text is already rendered.

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/eol"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/eol"
 )
 
 // read serves the read tool: a numbered window, recorded as an observation

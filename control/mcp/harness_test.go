@@ -13,17 +13,17 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/internal/seen"
-	"github.com/dshmount/dshmount/service"
+	"github.com/dshmount/dshmount/internal/service"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/control/mcp"
-	"github.com/dshmount/dshmount/overlay/branch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/localstore"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/localstore"
+	"github.com/dshmount/dshmount/internal/provider/local"
 )
 
 // testDaemon is a real control server over provider/local and policy, with

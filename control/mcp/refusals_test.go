@@ -10,8 +10,8 @@ import (
 
 	"github.com/dshmount/dshmount/control"
 	"github.com/dshmount/dshmount/control/mcp"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 func TestRefusal_MCPRefusalIsAuditedAsMCP(t *testing.T) {

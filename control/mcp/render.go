@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // numbered renders one line like `cat -n`: the number right-aligned in six

@@ -10,8 +10,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/version"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/version"
 )
 
 // Change is one path of a ChangeSet.

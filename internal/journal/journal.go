@@ -20,8 +20,8 @@ import (
 	"sync/atomic"
 
 	"github.com/dshmount/dshmount/internal/beneath"
+	"github.com/dshmount/dshmount/internal/provider"
 	"github.com/dshmount/dshmount/internal/records"
-	"github.com/dshmount/dshmount/provider"
 )
 
 // Base versions with a meaning of their own.

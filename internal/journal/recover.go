@@ -8,7 +8,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 // Recover finishes or undoes every commit a killed daemon left (see

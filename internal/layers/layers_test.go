@@ -74,10 +74,10 @@ func TestLayers_TheTableHasNoStalePackage(t *testing.T) {
 // and MCP reaches the workspace only as a client of the socket.
 func TestLayers_TransportsStayApart(t *testing.T) {
 	pkgs := imports(t)
-	require.NotContains(t, pkgs["fuse"], "control")
-	require.NotContains(t, pkgs["control"], "fuse")
+	require.NotContains(t, pkgs["internal/fuse"], "control")
+	require.NotContains(t, pkgs["control"], "internal/fuse")
 	for _, d := range pkgs["control/mcp"] {
-		require.NotContains(t, []string{"overlay", "overlay/branch", "provider/local", "fuse", "internal/journal"}, d,
+		require.NotContains(t, []string{"internal/viewrules", "internal/branch", "internal/provider/local", "internal/fuse", "internal/journal"}, d,
 			"control/mcp imports %s; it is a client of the socket", d)
 	}
 }
@@ -106,10 +106,10 @@ func TestLayers_UnreachableStaysUnreached(t *testing.T) {
 
 // inCore reports whether pkg is of the core the socket's transports reach
 // only through the service: the guard (policy and its stores), the view
-// and branches (overlay), and the host disk (provider/local).
+// and branches (viewrules, branch), and the host disk (provider/local).
 func inCore(pkg string) bool {
-	return pkg == "policy" || strings.HasPrefix(pkg, "policy/") ||
-		pkg == "overlay" || strings.HasPrefix(pkg, "overlay/") || pkg == "provider/local"
+	return pkg == "internal/policy" || strings.HasPrefix(pkg, "internal/policy/") ||
+		pkg == "internal/viewrules" || pkg == "internal/branch" || pkg == "internal/provider/local"
 }
 
 // pastService returns the direct imports of pkg that are in the core or
@@ -124,7 +124,7 @@ func pastService(pkgs map[string][]string, pkg string) []string {
 		}
 		reaches[p] = false // cycles cannot happen in Go; this only memoises
 		r := inCore(p)
-		if p != "service" && p != "fuse" {
+		if p != "internal/service" && p != "internal/fuse" {
 			for _, d := range pkgs[p] {
 				if walk(d) {
 					r = true
@@ -136,7 +136,7 @@ func pastService(pkgs map[string][]string, pkg string) []string {
 	}
 	var out []string
 	for _, d := range pkgs[pkg] {
-		if d != "service" && d != "fuse" && walk(d) {
+		if d != "internal/service" && d != "internal/fuse" && walk(d) {
 			out = append(out, d)
 		}
 	}
@@ -150,18 +150,19 @@ func pastService(pkgs map[string][]string, pkg string) []string {
 // service for them. The list may only shrink: an import that goes must
 // leave it, and a new one fails the test.
 var cliStillWiresTheDaemon = []string{
-	"internal/watcher", "overlay", "overlay/branch", "policy", "policy/kv", "policy/kv/badgerkv",
-	"policy/kv/etcdkv", "policy/localstore", "policy/procbind", "provider/local",
+	"internal/branch", "internal/policy", "internal/policy/kv", "internal/policy/kv/badgerkv",
+	"internal/policy/kv/etcdkv", "internal/policy/localstore", "internal/policy/procbind", "internal/provider/local",
+	"internal/viewrules", "internal/watcher",
 }
 
 // TestLayers_TransportsReachTheCoreOnlyThroughTheService pins the service
-// boundary: control, control/mcp and the CLI reach policy, overlay and
+// boundary: control, control/mcp and the CLI reach policy, viewrules, branch and
 // provider/local only through the service, and the service imports no
 // transport, not even indirectly.
 func TestLayers_TransportsReachTheCoreOnlyThroughTheService(t *testing.T) {
 	pkgs := imports(t)
-	for _, transport := range []string{"control", "control/mcp", "control/fsmonitor"} {
-		require.Empty(t, pastService(pkgs, transport), "%s reaches policy, overlay or provider/local past the service", transport)
+	for _, transport := range []string{"control", "control/mcp", "internal/fsmonitor"} {
+		require.Empty(t, pastService(pkgs, transport), "%s reaches policy, viewrules, branch or provider/local past the service", transport)
 	}
 	require.Equal(t, cliStillWiresTheDaemon, pastService(pkgs, "cmd/dshmount"),
 		"cmd/dshmount's imports past the service changed: remove the ones that went from cliStillWiresTheDaemon; add none")
@@ -176,9 +177,9 @@ func TestLayers_TransportsReachTheCoreOnlyThroughTheService(t *testing.T) {
 			}
 		}
 	}
-	deps("service")
+	deps("internal/service")
 	for d := range seen {
-		require.False(t, d == "fuse" || strings.HasPrefix(d, "fuse/") && d != "fuse/reqcount" ||
+		require.False(t, d == "internal/fuse" || strings.HasPrefix(d, "internal/fuse/") && d != "internal/fuse/reqcount" || d == "internal/fsmonitor" ||
 			d == "control" || strings.HasPrefix(d, "control/") || strings.HasPrefix(d, "cmd/"),
 			"the service reaches the transport %s", d)
 	}

@@ -3,7 +3,7 @@ package seen
 import (
 	"runtime"
 
-	"github.com/dshmount/dshmount/provider"
+	"github.com/dshmount/dshmount/internal/provider"
 )
 
 func providerVersion(s string) provider.Version { return provider.Version(s) }

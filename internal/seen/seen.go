@@ -22,8 +22,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/version"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/version"
 )
 
 // MaxFileBytes is the largest content kept (text files up to 8 MiB).

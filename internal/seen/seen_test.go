@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/provider/version"
+	"github.com/dshmount/dshmount/internal/provider/version"
 )
 
 func open(t *testing.T, max int64) (*Cache, string) {

@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/dshmount/dshmount/overlay"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider/local"
+	"github.com/dshmount/dshmount/internal/viewrules"
 )
 
 // Recorder records the watcher's events with the engine.
@@ -60,7 +60,7 @@ func Start(ctx context.Context, r *Recorder, opts Options) (io.Closer, error) {
 // Ignore returns the Ignored function of a workspace at root whose state
 // directory is stateDir (skipped when it is inside the workspace) and
 // whose view is view (its hidden paths are skipped; nil: none).
-func Ignore(root, stateDir string, view *overlay.View) func(string) bool {
+func Ignore(root, stateDir string, view *viewrules.View) func(string) bool {
 	skip := ""
 	if rel, err := filepath.Rel(root, stateDir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
 		skip = filepath.ToSlash(rel)
@@ -69,7 +69,7 @@ func Ignore(root, stateDir string, view *overlay.View) func(string) bool {
 		if skip != "" && (p == skip || strings.HasPrefix(p, skip+"/")) {
 			return true
 		}
-		return view != nil && view.Access(p) == overlay.Hidden
+		return view != nil && view.Access(p) == viewrules.Hidden
 	}
 }
 

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/localstore"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/localstore"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/local"
 )
 
 // A watcher that fails for good must not leave the feed vouching for

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/policy/localstore"
+	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/local"
 	"github.com/dshmount/dshmount/patch"
-	"github.com/dshmount/dshmount/policy"
-	"github.com/dshmount/dshmount/policy/localstore"
-	"github.com/dshmount/dshmount/provider"
-	"github.com/dshmount/dshmount/provider/local"
 )
 
 // socketConfig is one `dshbench socket` run.

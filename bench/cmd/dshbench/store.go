@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/dshmount/dshmount/policy/kv/etcdkv/etcdtest"
+	"github.com/dshmount/dshmount/internal/policy/kv/etcdkv/etcdtest"
 )
 
 // runStores measures the agent operations over the control socket once

@@ -1,0 +1,318 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dshmount/dshmount/internal/policy"
+	"github.com/dshmount/dshmount/internal/provider"
+)
+
+// Stat reports a target's metadata and records the session's observation.
+func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error) {
+	sc, err := s.requestScope(c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitCommit(ctx, t); err != nil {
+		return nil, err
+	}
+	info, err := sc.engine.Stat(ctx, a, t)
+	res := StatResult{DisplayPath: t.DisplayPath}
+	if provider.CodeOf(err) == provider.CodeNotFound {
+		return res, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
+	}
+	if info != nil {
+		res.Exists = true
+		res.Type = info.Type
+		res.Version = info.Version
+		if info.Type == provider.TypeFile {
+			size := info.Size
+			res.Size = &size
+		}
+	}
+	return res, nil
+}
+
+// List lists a directory's direct children in name order.
+func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error) {
+	sc, err := s.requestScope(c, "", p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	if p.Path == "" {
+		p.Path = "."
+	}
+	t, err := sc.resolve(ctx, "path", p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitCommit(ctx, t); err != nil {
+		return nil, err
+	}
+	entries, err := sc.fs.ListDir(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", t.DisplayPath, err)
+	}
+	res := ListResult{Entries: make([]ListEntry, 0, len(entries))}
+	for _, e := range entries {
+		le := ListEntry{Name: e.Name, Type: e.Type, Version: e.Version}
+		if e.Type == provider.TypeFile {
+			size := e.Size
+			le.Size = &size
+		}
+		res.Entries = append(res.Entries, le)
+	}
+	return res, nil
+}
+
+// Read returns a window of numbered lines and records the session's
+// observation at the stat version.
+func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error) {
+	sc, err := s.requestScope(c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	w, err := readWindow(p.Path, p.Offset, p.Limit, p.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitCommit(ctx, t); err != nil {
+		return nil, err
+	}
+	r, err := sc.engine.ReadWindow(ctx, a, t, w)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
+	}
+	if r.Observed && sc.Workspace() {
+		s.keepSeen(ctx, t, r.Info.Version)
+	}
+	return ReadResult{
+		DisplayPath: t.DisplayPath, Version: r.Info.Version, Offset: w.Offset,
+		Lines: r.Lines, TotalLines: r.TotalLines, TruncatedByBytes: r.Truncated, Observed: r.Observed,
+	}, nil
+}
+
+// Write creates or replaces a whole file.
+func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, error) {
+	sc, err := s.requestScope(c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	g, err := writeGuard(p.Expected, p.Unconditional, "expected")
+	if err != nil {
+		return nil, err
+	}
+	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpWrite, p.Session, p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	g.Merge = p.Merge && s.canMerge(sc)
+	out, err := sc.engine.Write(ctx, a, t, p.Content, g)
+	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+		var expected provider.Version
+		if p.Expected != nil {
+			expected = p.Expected.Version
+		}
+		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpWrite, actor: a, target: t, expected: expected,
+			change: func(string) (string, error) { return p.Content, nil }}, err)
+		if err != nil {
+			return nil, err
+		}
+		res := writeResult(m.write)
+		res.Merged, res.MergedOver = true, m.mergedOver
+		return res, nil
+	}
+	err = existsOnCreate(err, t, p.Expected, "", "the write")
+	if err := s.mutationDone("write", t, err); err != nil {
+		return nil, err
+	}
+	return writeResult(out), nil
+}
+
+// writeResult converts a write outcome.
+func writeResult(o provider.WriteOutcome) WriteResult {
+	return WriteResult{Operation: o.Operation, Version: o.Version, Before: o.Before, After: o.After}
+}
+
+// Edit applies a literal search-and-replace.
+func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error) {
+	sc, err := s.requestScope(c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	if p.OldString == "" {
+		return nil, invalidParams("oldString must not be empty; to write a whole file use fs.write")
+	}
+	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
+	if err != nil {
+		return nil, err
+	}
+	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpEdit, p.Session, p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	req := provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}
+	g.Merge = p.Merge && s.canMerge(sc)
+	out, err := sc.engine.Edit(ctx, a, t, req, g)
+	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+		var expected provider.Version
+		if p.Expected != nil {
+			expected = p.Expected.Version
+		}
+		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpEdit, actor: a, target: t, expected: expected,
+			change: func(base string) (string, error) { return applyEdit(t, base, req) }}, err)
+		if err != nil {
+			return nil, err
+		}
+		before := ""
+		if m.write.Before != nil {
+			before = *m.write.Before
+		}
+		return EditResult{Version: m.write.Version, Before: before, After: m.write.After, Merged: true, MergedOver: m.mergedOver}, nil
+	}
+	if err := s.mutationDone("edit", t, err); err != nil {
+		return nil, err
+	}
+	return EditResult{Version: out.Version, Before: out.Before, After: out.After}, nil
+}
+
+// Delete removes a file.
+func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, error) {
+	sc, err := s.requestScope(c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
+	if err != nil {
+		return nil, err
+	}
+	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpDelete, p.Session, p.Path, p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	out, err := sc.engine.Delete(ctx, a, t, g)
+	if err := s.mutationDone("delete", t, err); err != nil {
+		return nil, err
+	}
+	return DeleteResult{Before: out.Before}, nil
+}
+
+// Move moves a file: destination published first, then the source removed.
+func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (any, error) {
+	sc, err := s.requestScope(c, p.Session, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	srcG, err := versionGuard(p.ExpectedSource, p.Unconditional, "expectedSource")
+	if err != nil {
+		return nil, err
+	}
+	dstG, err := writeGuard(p.ExpectedDestination, p.Unconditional, "expectedDestination")
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.actorFor(p.Session)
+	if err != nil {
+		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpMove, p.From, err)
+	}
+	src, err := sc.resolve(ctx, "from", p.From, p.Cwd)
+	if err != nil {
+		return nil, s.refusedEarly(a, policy.OpMove, p.From, err)
+	}
+	dst, err := sc.resolve(ctx, "to", p.To, p.Cwd)
+	if err != nil {
+		return nil, s.refusedEarly(a, policy.OpMove, p.To, err)
+	}
+	out, err := sc.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
+	err = existsOnCreate(err, dst, p.ExpectedDestination, "the destination ", "the move")
+	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
+		return nil, err
+	}
+	return moveResult(out), nil
+}
+
+// moveResult converts a move outcome.
+func moveResult(o provider.MoveOutcome) MoveResult {
+	res := MoveResult{SourceBefore: o.SourceBefore, Destination: writeResult(o.Destination), SourceDeleted: o.SourceDeleted}
+	if o.SourceFailure != nil {
+		res.SourceFailure = &SourceFailure{Code: o.SourceFailure.Code, Message: o.SourceFailure.Message}
+	}
+	return res
+}
+
+// pickTarget returns the target an error names by display path (default:
+// the first).
+func pickTarget(err error, ts ...provider.Target) provider.Target {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		for _, t := range ts {
+			if t.DisplayPath == pe.Path {
+				return t
+			}
+		}
+	}
+	return ts[0]
+}
+
+// mutationSubject is subject for a mutation: a refusal before the engine
+// is asked (the view hides the path, the session is not the caller's) is
+// audited like the engine's own refusals.
+func (s *Service) mutationSubject(ctx context.Context, sc Scope, c *Caller, op policy.MutationOp, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
+	a, err := c.actorFor(session)
+	if err != nil {
+		return a, provider.Target{}, s.refusedEarly(c.refusalActor(session), op, path, err)
+	}
+	t, err := sc.resolve(ctx, "path", path, cwd)
+	if err != nil {
+		return a, provider.Target{}, s.refusedEarly(a, op, path, err)
+	}
+	return a, t, nil
+}
+
+// refusedEarly audits err when it refuses a mutation before the engine
+// decided anything (see policy.IsRefusal), and returns it. The entry names
+// the path the error names, else the path as the caller wrote it.
+func (s *Service) refusedEarly(a policy.Actor, op policy.MutationOp, path string, err error) error {
+	if !policy.IsRefusal(provider.CodeOf(err)) {
+		return err
+	}
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Path != "" {
+		path = pe.Path
+	}
+	s.engine.AuditRefusal(a, op, provider.Target{DisplayPath: path}, err)
+	return err
+}
+
+// subject resolves the actor and the target of a read about one path.
+// When a shared policy store cannot be reached to open the connection's
+// session or to check the one named, the read is answered as the peer
+// without a session: it records nothing (the answer says so), so it grants
+// nothing a read without a session would not.
+func (s *Service) subject(ctx context.Context, sc Scope, c *Caller, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
+	a, err := c.actorFor(session)
+	if errors.Is(err, policy.ErrStoreUnavailable) {
+		a, err = c.peer(), nil
+	}
+	if err != nil {
+		return policy.Actor{}, provider.Target{}, err
+	}
+	t, err := sc.resolve(ctx, "path", path, cwd)
+	if err != nil {
+		return policy.Actor{}, provider.Target{}, err
+	}
+	return a, t, nil
+}
