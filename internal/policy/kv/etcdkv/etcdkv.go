@@ -94,7 +94,7 @@ type outage struct {
 }
 
 var (
-	_ kv.Store  = (*Store)(nil)
+	_ kv.Store   = (*Store)(nil)
 	_ kv.Watcher = (*Store)(nil)
 )
 
