@@ -30,7 +30,7 @@ func (t memTree) isDir(p string) bool {
 }
 
 // applyPatch applies a patch text to t with the reference behaviour of
-// PATCH-FORMAT.md: operations run in order, Add creates or overwrites,
+// docs/patch-format.md: operations run in order, Add creates or overwrites,
 // Delete and Update need an existing file, Move writes the destination and
 // removes the source; a failure leaves the changes of earlier operations.
 func applyPatch(t memTree, text string) error {
