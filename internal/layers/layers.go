@@ -28,6 +28,9 @@ const (
 	// Services run the methods every transport serves: one checklist per
 	// method over the rules and composites.
 	Services
+	// Assembly opens a daemon's core and builds its service, for the
+	// program that hands them to the transports.
+	Assembly
 	// Transports serve requests: the FUSE mount and the control socket.
 	Transports
 	// Clients speak to a transport: MCP, the fsmonitor hook.
@@ -68,6 +71,7 @@ func Table() map[string]int {
 		"internal/policy/localstore":         Composites,
 		"internal/watcher":                   Composites,
 		"internal/service":                   Services,
+		"internal/daemon":                    Assembly,
 		"internal/fuse":                      Transports,
 		"control":                            Transports,
 		"control/mcp":                        Clients,

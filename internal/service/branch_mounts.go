@@ -33,8 +33,9 @@ type BranchMounter interface {
 
 // ErrDetachedLazily is wrapped by an unmount that found the mount busy
 // (open files, working directories) and detached it lazily: its name is
-// gone, and the processes still in it keep the old mount until they leave.
-var ErrDetachedLazily = errors.New("the mount was busy and was detached lazily")
+// gone, and the processes still in it keep the old mount until they leave
+// (mountinfo.ErrDetachedLazily, which the mount's package wraps).
+var ErrDetachedLazily = mountinfo.ErrDetachedLazily
 
 // BranchUnmountGrace is how long unmounting a busy branch mount (before a
 // commit, a discard or on branch.unmount) retries before detaching it
