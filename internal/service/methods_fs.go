@@ -10,17 +10,17 @@ import (
 )
 
 // Stat reports a target's metadata and records the session's observation.
-func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error) {
+func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (StatResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return StatResult{}, err
 	}
 	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return StatResult{}, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
-		return nil, err
+		return StatResult{}, err
 	}
 	info, err := sc.engine.Stat(ctx, a, t)
 	res := StatResult{DisplayPath: t.DisplayPath}
@@ -28,7 +28,7 @@ func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error
 		return res, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
+		return StatResult{}, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
 	}
 	if info != nil {
 		res.Exists = true
@@ -43,24 +43,24 @@ func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error
 }
 
 // List lists a directory's direct children in name order.
-func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error) {
+func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (ListResult, error) {
 	sc, err := s.requestScope(c, "", p.Branch)
 	if err != nil {
-		return nil, err
+		return ListResult{}, err
 	}
 	if p.Path == "" {
 		p.Path = "."
 	}
 	t, err := sc.resolve(ctx, "path", p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return ListResult{}, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
-		return nil, err
+		return ListResult{}, err
 	}
 	entries, err := sc.fs.ListDir(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", t.DisplayPath, err)
+		return ListResult{}, fmt.Errorf("list %s: %w", t.DisplayPath, err)
 	}
 	res := ListResult{Entries: make([]ListEntry, 0, len(entries))}
 	for _, e := range entries {
@@ -76,25 +76,25 @@ func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error
 
 // Read returns a window of numbered lines and records the session's
 // observation at the stat version.
-func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error) {
+func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (ReadResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	w, err := readWindow(p.Path, p.Offset, p.Limit, p.MaxBytes)
 	if err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	r, err := sc.engine.ReadWindow(ctx, a, t, w)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
+		return ReadResult{}, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 	}
 	if r.Observed && sc.Workspace() {
 		s.keepSeen(ctx, t, r.Info.Version)
@@ -106,18 +106,18 @@ func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error
 }
 
 // Write creates or replaces a whole file.
-func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, error) {
+func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (WriteResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return WriteResult{}, err
 	}
 	g, err := writeGuard(p.Expected, p.Unconditional, "expected")
 	if err != nil {
-		return nil, err
+		return WriteResult{}, err
 	}
 	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpWrite, p.Session, p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return WriteResult{}, err
 	}
 	g.Merge = p.Merge && s.canMerge(sc)
 	out, err := sc.engine.Write(ctx, a, t, p.Content, g)
@@ -129,7 +129,7 @@ func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, err
 		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpWrite, actor: a, target: t, expected: expected,
 			change: func(string) (string, error) { return p.Content, nil }}, err)
 		if err != nil {
-			return nil, err
+			return WriteResult{}, err
 		}
 		res := writeResult(m.write)
 		res.Merged, res.MergedOver = true, m.mergedOver
@@ -137,7 +137,7 @@ func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, err
 	}
 	err = existsOnCreate(err, t, p.Expected, "", "the write")
 	if err := s.mutationDone("write", t, err); err != nil {
-		return nil, err
+		return WriteResult{}, err
 	}
 	return writeResult(out), nil
 }
@@ -148,21 +148,21 @@ func writeResult(o provider.WriteOutcome) WriteResult {
 }
 
 // Edit applies a literal search-and-replace.
-func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error) {
+func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (EditResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return EditResult{}, err
 	}
 	if p.OldString == "" {
-		return nil, invalidParams("oldString must not be empty; to write a whole file use fs.write")
+		return EditResult{}, invalidParams("oldString must not be empty; to write a whole file use fs.write")
 	}
 	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
 	if err != nil {
-		return nil, err
+		return EditResult{}, err
 	}
 	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpEdit, p.Session, p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return EditResult{}, err
 	}
 	req := provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}
 	g.Merge = p.Merge && s.canMerge(sc)
@@ -175,7 +175,7 @@ func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error
 		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpEdit, actor: a, target: t, expected: expected,
 			change: func(base string) (string, error) { return applyEdit(t, base, req) }}, err)
 		if err != nil {
-			return nil, err
+			return EditResult{}, err
 		}
 		before := ""
 		if m.write.Before != nil {
@@ -184,62 +184,62 @@ func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error
 		return EditResult{Version: m.write.Version, Before: before, After: m.write.After, Merged: true, MergedOver: m.mergedOver}, nil
 	}
 	if err := s.mutationDone("edit", t, err); err != nil {
-		return nil, err
+		return EditResult{}, err
 	}
 	return EditResult{Version: out.Version, Before: out.Before, After: out.After}, nil
 }
 
 // Delete removes a file.
-func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, error) {
+func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (DeleteResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return DeleteResult{}, err
 	}
 	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
 	if err != nil {
-		return nil, err
+		return DeleteResult{}, err
 	}
 	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpDelete, p.Session, p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return DeleteResult{}, err
 	}
 	out, err := sc.engine.Delete(ctx, a, t, g)
 	if err := s.mutationDone("delete", t, err); err != nil {
-		return nil, err
+		return DeleteResult{}, err
 	}
 	return DeleteResult{Before: out.Before}, nil
 }
 
 // Move moves a file: destination published first, then the source removed.
-func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (any, error) {
+func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (MoveResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return MoveResult{}, err
 	}
 	srcG, err := versionGuard(p.ExpectedSource, p.Unconditional, "expectedSource")
 	if err != nil {
-		return nil, err
+		return MoveResult{}, err
 	}
 	dstG, err := writeGuard(p.ExpectedDestination, p.Unconditional, "expectedDestination")
 	if err != nil {
-		return nil, err
+		return MoveResult{}, err
 	}
 	a, err := c.actorFor(p.Session)
 	if err != nil {
-		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpMove, p.From, err)
+		return MoveResult{}, s.refusedEarly(c.refusalActor(p.Session), policy.OpMove, p.From, err)
 	}
 	src, err := sc.resolve(ctx, "from", p.From, p.Cwd)
 	if err != nil {
-		return nil, s.refusedEarly(a, policy.OpMove, p.From, err)
+		return MoveResult{}, s.refusedEarly(a, policy.OpMove, p.From, err)
 	}
 	dst, err := sc.resolve(ctx, "to", p.To, p.Cwd)
 	if err != nil {
-		return nil, s.refusedEarly(a, policy.OpMove, p.To, err)
+		return MoveResult{}, s.refusedEarly(a, policy.OpMove, p.To, err)
 	}
 	out, err := sc.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
 	err = existsOnCreate(err, dst, p.ExpectedDestination, "the destination ", "the move")
 	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
-		return nil, err
+		return MoveResult{}, err
 	}
 	return moveResult(out), nil
 }

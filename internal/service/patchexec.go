@@ -40,26 +40,26 @@ type preflight struct {
 // Patch applies a whole apply_patch text: parse, preflight every operation
 // (nothing is written when any fails), then commit in order with
 // re-acquired guards.
-func (s *Service) Patch(ctx context.Context, c *Caller, p PatchParams) (any, error) {
+func (s *Service) Patch(ctx context.Context, c *Caller, p PatchParams) (PatchResult, error) {
 	if err := checkCwd(p.Cwd); err != nil {
-		return nil, err
+		return PatchResult{}, err
 	}
 	ops, err := patch.Parse(p.Patch)
 	if err != nil {
-		return nil, provider.NewError(provider.CodeInvalidArgument, "patch", "", err,
+		return PatchResult{}, provider.NewError(provider.CodeInvalidArgument, "patch", "", err,
 			"%s; fix the patch text and send it again (nothing was applied)", err.Error())
 	}
 	if len(ops) == 0 {
-		return nil, provider.NewError(provider.CodeInvalidArgument, "patch", "", nil,
+		return PatchResult{}, provider.NewError(provider.CodeInvalidArgument, "patch", "", nil,
 			"no files were modified: the patch has no operations")
 	}
 	a, err := c.actorFor(p.Session)
 	if err != nil {
-		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpPatch, "", err)
+		return PatchResult{}, s.refusedEarly(c.refusalActor(p.Session), policy.OpPatch, "", err)
 	}
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return PatchResult{}, err
 	}
 	_, mergeable := mergeableUpdate(ops, p)
 	merging := p.Merge && mergeable && s.canMerge(sc)
@@ -68,7 +68,7 @@ func (s *Service) Patch(ctx context.Context, c *Caller, p PatchParams) (any, err
 		return s.mergePatch(ctx, sc, c, a, p, ops, err)
 	}
 	if err != nil {
-		return nil, err
+		return PatchResult{}, err
 	}
 	if p.Atomic && sc.Workspace() {
 		return s.atomicPatch(ctx, a, ops, p.Cwd, p.Unconditional)
