@@ -81,16 +81,15 @@ type Daemon struct {
 // Open opens the store, the workspace, the view, the branches (finishing
 // or undoing a commit a killed daemon left half done), the engine and the
 // process bindings of cfg. On an error, what was opened is closed.
-func Open(ctx context.Context, cfg Config) (d *Daemon, err error) {
+func Open(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger
-	d = &Daemon{cfg: cfg, log: log}
+	d := &Daemon{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
 			_ = d.Close()
-			d = nil
 		}
 	}()
 	if d.seen, err = seen.Open(filepath.Join(cfg.StateDir, "seen"), cfg.MergeCache); err != nil {
