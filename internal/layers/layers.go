@@ -86,8 +86,9 @@ func Table() map[string]int {
 
 // Unreachable lists, for some packages, the module packages they must not
 // reach even through others (go list -deps): the transports serve the
-// workspace through the provider seam, and the program alone chooses the
-// host-disk backend.
+// workspace through the provider seam, and the daemon's assembly
+// (internal/daemon, which the program calls) alone chooses the host-disk
+// backend.
 func Unreachable() map[string][]string {
 	return map[string][]string{
 		"internal/fuse": {"internal/provider/local"},
