@@ -66,8 +66,9 @@ func (s *Server) handleLine(ctx context.Context, c *conn, line []byte) (out []by
 	if err != nil {
 		return respond(nil, errorObject(err)), nil
 	}
-	if wa, ok := result.(service.WithAfter); ok {
-		return respond(wa.Result, nil), wa.After
+	if wa, ok := result.(service.AfterResponse); ok {
+		r, after := wa.Split()
+		return respond(r, nil), after
 	}
 	return respond(result, nil), nil
 }

@@ -14,11 +14,10 @@ func (s *Server) status(ctx context.Context, c *conn, params json.RawMessage) (a
 	if err := decodeParams(MethodStatus, params, &p); err != nil {
 		return nil, err
 	}
-	r, err := s.svc.Status(ctx, c.caller, p)
+	res, err := s.svc.Status(ctx, c.caller, p)
 	if err != nil {
 		return nil, err
 	}
-	res := r.(StatusResult)
 	res.Connections = s.connCount()
 	res.UptimeSeconds = time.Since(s.started).Seconds()
 	res.Counters = make(map[string]MethodCounters, len(s.counters))

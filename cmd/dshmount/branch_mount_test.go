@@ -57,7 +57,9 @@ func newBranchCLIEnv(t *testing.T) (*cliEnv, *dirMounter) {
 	m := &dirMounter{mounted: map[string]string{}}
 	env := newCLIEnv(t, func(cfg *service.Config) {
 		lfs := cfg.Engine.FS().(*local.FS)
-		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Upper: openBranchUpper})
+		mgr, err := branch.Open(t.TempDir(), lfs, branch.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Upper: func(dir string) (branch.Upper, error) {
+			return local.New(dir, local.Options{Durability: local.DurabilityNone})
+		}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = mgr.Close() })
 		cfg.Branches, cfg.BranchMounts = mgr, m

@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/daemon"
 	"github.com/dshmount/dshmount/internal/fuse"
-	"github.com/dshmount/dshmount/internal/policy/procbind"
 )
 
 // daemonRecordName is the file in the state directory that names the daemon
@@ -34,7 +33,7 @@ type daemonRecord struct {
 
 // writeDaemonRecord records this process as the daemon of stateDir.
 func writeDaemonRecord(stateDir, mountpoint string) error {
-	start, err := procbind.StartTime(os.Getpid())
+	start, err := daemon.StartTime(os.Getpid())
 	if err != nil {
 		return fmt.Errorf("daemon record: %w", err)
 	}
@@ -94,7 +93,7 @@ func readDaemonRecord(stateDir string) (*daemonRecord, error) {
 // for a recorded daemon that is dying; a running one is left alone (the
 // state lock refuses the new daemon with a clear message).
 func recoverPredecessor(stateDir string, log *slog.Logger) error {
-	return predecessorRecovery{lifecycle: procbind.LifecycleOf, abort: fuse.AbortConnection, exitWait: predecessorExitWait,
+	return predecessorRecovery{lifecycle: daemon.LifecycleOf, abort: fuse.AbortConnection, exitWait: predecessorExitWait,
 		branchDevices: branchMountDevices}.run(stateDir, log)
 }
 
@@ -102,7 +101,7 @@ func recoverPredecessor(stateDir string, log *slog.Logger) error {
 // branch mount directories recorded in stateDir.
 func branchMountDevices(stateDir string) []string {
 	var out []string
-	for _, dir := range branch.RecordedMounts(stateDir) {
+	for _, dir := range daemon.RecordedBranchMounts(stateDir) {
 		if dev, err := fuse.MountDevice(dir); err == nil && dev != "" {
 			out = append(out, dev)
 		}
@@ -113,7 +112,7 @@ func branchMountDevices(stateDir string) []string {
 // predecessorRecovery is recoverPredecessor with its process and kernel
 // operations as fields, so tests can play a stuck daemon.
 type predecessorRecovery struct {
-	lifecycle func(pid int, start uint64) (procbind.Lifecycle, error)
+	lifecycle func(pid int, start uint64) (daemon.Lifecycle, error)
 	abort     func(device string) error
 	exitWait  time.Duration
 	// branchDevices returns the connections of the killed daemon's branch
@@ -131,7 +130,7 @@ func (r predecessorRecovery) run(stateDir string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("previous daemon pid %d: %w", rec.PID, err)
 	}
-	if state != procbind.Dying {
+	if state != daemon.Dying {
 		return nil
 	}
 	log.Warn("the previous daemon was killed but cannot exit (a thread is blocked in the kernel on its own mount); aborting its FUSE connection",
@@ -157,7 +156,7 @@ func (r predecessorRecovery) run(stateDir string, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("previous daemon pid %d: %w", rec.PID, err)
 		}
-		if state == procbind.Gone {
+		if state == daemon.Gone {
 			log.Info("the previous daemon exited", "pid", rec.PID)
 			return nil
 		}

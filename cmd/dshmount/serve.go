@@ -8,25 +8,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
-	"github.com/dshmount/dshmount/internal/seen"
-	"github.com/dshmount/dshmount/internal/service"
-
 	"github.com/dshmount/dshmount/control"
-	"github.com/dshmount/dshmount/internal/branch"
+	"github.com/dshmount/dshmount/internal/daemon"
 	"github.com/dshmount/dshmount/internal/fuse"
-	"github.com/dshmount/dshmount/internal/policy"
-	"github.com/dshmount/dshmount/internal/policy/procbind"
-	"github.com/dshmount/dshmount/internal/provider/local"
 	runregistry "github.com/dshmount/dshmount/internal/registry"
-	"github.com/dshmount/dshmount/internal/viewrules"
-	"github.com/dshmount/dshmount/internal/watcher"
+	"github.com/dshmount/dshmount/internal/service"
 )
 
 // serveCommand is `dshmount serve`.
@@ -110,46 +102,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	if err := openStateDirForAllowed(cfg); err != nil {
 		return err
 	}
-	seenBytes, err := seen.Open(filepath.Join(cfg.StateDir, "seen"), int64(cfg.MergeCache))
-	if err != nil {
-		return err
-	}
-	store, err := openPolicyStore(ctx, cfg, log)
+	d, err := daemon.Open(ctx, daemon.Config{
+		Source: cfg.Source, Mountpoint: cfg.Mountpoint, StateDir: cfg.StateDir, Store: cfg.Store, NoSync: cfg.NoSync,
+		Hide: cfg.Hide, ReadOnly: cfg.ReadOnly, Unguarded: cfg.Unguarded, GuardGit: cfg.GuardGit, BindCgroups: cfg.BindCgroups,
+		MergeCache: int64(cfg.MergeCache), FeedRetention: cfg.FeedRetention, FeedMaxEntries: cfg.FeedMaxEntries,
+		FeedPruneInterval: cfg.FeedPruneInterval, Logger: log,
+	})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := store.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close state: %w", cerr)
+		if cerr := d.Close(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
-	defer store.StartRetention(policy.Retention{MaxAge: cfg.FeedRetention, MaxEntries: cfg.FeedMaxEntries, Interval: cfg.FeedPruneInterval})()
-
-	lfs, err := local.New(cfg.Source, local.Options{Digests: store, Aliases: []string{cfg.Mountpoint}, Durability: durability(cfg.NoSync)})
-	if err != nil {
-		return fmt.Errorf("workspace: %w", err)
-	}
-	defer lfs.Close()
-	view, err := viewrules.New(lfs, viewrules.Rules{Hide: append(append([]string(nil), cfg.Hide...), "/"+branch.StagingDir), ReadOnly: cfg.ReadOnly})
-	if err != nil {
-		return err
-	}
-	branches, err := openBranches(cfg.StateDir, lfs, log)
-	if err != nil {
-		return err
-	}
-	defer branches.Close()
-	engine := policy.NewEngine(store, view)
-	unguarded, err := viewrules.NewMatcher("unguarded", cfg.Unguarded)
-	if err != nil {
-		return err
-	}
-	engine.SetZones(policy.Zones{GuardGit: cfg.GuardGit, Unguarded: unguarded.Match,
-		GitDirs: policy.NewGitDirs(cfg.Mountpoint, cfg.Source)})
-	registry, err := procbind.New(store, procbind.Options{NoCgroups: !cfg.BindCgroups, Logger: log.With("component", "procbind")})
-	if err != nil {
-		return err
-	}
 
 	// fs.changes vouches for out-of-band changes only while the watcher
 	// runs; the mount keeps directory descriptors only once it started (it
@@ -161,19 +127,19 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		dirCap = -1 // none (fuse reads zero as its default)
 	}
 	mcfg := fuse.Config{
-		Local: lfs, View: view, Engine: engine, Bindings: registry,
+		Local: d.FS, View: d.View, Engine: d.Engine, Bindings: d.Bindings,
 		Logger: log.With("component", "fuse"), Debug: cfg.Debug, AllowOther: cfg.AllowOther,
 		EntryTimeout: orNone(cfg.EntryTO), AttrTimeout: orNone(cfg.AttrTO), Passthrough: cfg.Passthrough,
 		NegativeTimeout: cfg.NegTO, CacheDirs: cfg.DirCache, CacheLinks: cfg.Watch, ReaddirPlus: fuse.ReaddirPlusMode(cfg.ReaddirPlus),
 		Watched: func() bool { return started.Load() && watching.Load() }, DirFDs: dirCap,
-		Commits: branches,
+		Commits: d.Branches,
 	}
 	mnt, err := fuse.Mount(cfg.Mountpoint, mcfg)
 	if err != nil {
 		return err
 	}
-	bmounts := newBranchMounter(mcfg, log) // branch mounts, configured like the workspace's
-	engine.AddObserver(bmounts.ObserveWorkspace)
+	bmounts := fuse.NewBranchMounts(mcfg, log) // branch mounts, configured like the workspace's
+	d.Engine.AddObserver(bmounts.ObserveWorkspace)
 	unmount := func() {
 		gctx, cancel := context.WithTimeout(context.Background(), cfg.Grace)
 		defer cancel()
@@ -183,10 +149,10 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	}
 
 	if cfg.Watch {
-		rec := &watcher.Recorder{FS: lfs, Engine: engine, Ignored: watcher.Ignore(lfs.Root(), cfg.StateDir, view),
+		w, werr := d.Watch(ctx, cfg.WatchMaxPending, daemon.WatchHooks{
 			DropData: func(rel string) { mnt.DropData(rel); bmounts.DropData(rel) }, Forget: mnt.ForgetDirs,
-			Stopped: func() { watching.Store(false) }, Log: log.With("component", "watch")}
-		w, werr := watcher.Start(ctx, rec, watcher.Options{MaxPending: cfg.WatchMaxPending, FlushOn: control.IsChangesCookie})
+			Stopped: func() { watching.Store(false) }, FlushOn: control.IsChangesCookie,
+		})
 		if werr != nil {
 			unmount()
 			return fmt.Errorf("watch the workspace directory (run without --watch to skip it): %w", werr)
@@ -195,15 +161,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 		started.Store(true)
 		defer started.Store(false) // before the watcher closes: the mount outlives it
 	}
-	svc, err := service.New(service.Config{
-		Engine: engine, Binder: bindNotifier{registry, mnt, bmounts}, Branches: branches,
-		Journal: branches.Journal(), View: view, BranchMounts: bmounts,
-		ExternalWatched: watching.Load, SeenBytes: seenBytes,
-		Source: cfg.Source, Mount: cfg.Mountpoint, Logger: log,
+	svc, err := d.Service(daemon.ServiceConfig{
+		ForgetCallers:   func() { mnt.ForgetCallers(); bmounts.ForgetCallers() },
+		BranchMounts:    bmounts,
+		ExternalWatched: watching.Load,
 	})
 	if err != nil {
 		unmount()
-		return fmt.Errorf("service: %w", err)
+		return err
 	}
 	ctlCfg.Service = svc
 	ctlCfg.FuseRequests = mnt.Requests
@@ -235,7 +200,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 			}
 		}()
 	}
-	bmounts.gone = svc.BranchMountGone
+	bmounts.OnGone(svc.BranchMountGone)
 	if merr := svc.MountBranches(ctx); merr != nil {
 		log.Warn("some branch mounts did not come back", "err", merr)
 	}
@@ -248,7 +213,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	go func() { served <- srv.Serve(sctx) }()
 	mountGone := make(chan struct{})
 	go func() { mnt.Wait(); close(mountGone) }()
-	go sweepBindings(sctx, registry)
+	go d.SweepBindings(sctx)
 
 	var serveErr error
 	select {
@@ -266,7 +231,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Wri
 	_ = srv.Close()
 	unmountBranches(svc, cfg.Grace) // before the workspace mount they lie beside
 	unmount()
-	registry.Sweep() // remove the binding cgroups that are empty by now
+	d.Bindings.Sweep() // remove the binding cgroups that are empty by now
 	if serveErr != nil {
 		return fmt.Errorf("control socket: %w", serveErr)
 	}
@@ -282,66 +247,13 @@ func orNone(d time.Duration) time.Duration {
 	return d
 }
 
-// bindNotifier binds through the registry, then tells the mount to forget
-// the callers it resolved before the bind.
-type bindNotifier struct {
-	reg      *procbind.Registry
-	mnt      *fuse.Server
-	branches *branchMounter
-}
-
-// Bind implements control.ProcessBinder.
-func (b bindNotifier) Bind(session policy.SessionID, pid int) error {
-	err := b.reg.Bind(session, pid)
-	b.mnt.ForgetCallers()
-	b.branches.ForgetCallers()
-	return err
-}
-
-// BindStrict implements control.StrictBinder.
-func (b bindNotifier) BindStrict(session policy.SessionID, pid int) error {
-	err := b.reg.BindWith(session, pid, true)
-	b.mnt.ForgetCallers()
-	b.branches.ForgetCallers()
-	return err
-}
-
-// SessionOf implements control.ProcessBinder.
-func (b bindNotifier) SessionOf(pid int) (policy.SessionID, bool) { return b.reg.SessionOf(pid) }
-
-// Bindings implements control.BindingLister.
-func (b bindNotifier) Bindings() []control.BindingInfo {
-	var out []control.BindingInfo
-	for _, st := range b.reg.List() {
-		out = append(out, control.BindingInfo{Session: st.Session, PID: st.PID, Cgroup: st.Cgroup, TreeGone: st.TreeGone})
-	}
-	return out
-}
-
-// bindingSweepEvery is how often the daemon drops the bindings whose
-// processes have all exited (and removes their empty cgroups).
-const bindingSweepEvery = 30 * time.Second
-
-// sweepBindings sweeps the registry until ctx ends.
-func sweepBindings(ctx context.Context, reg *procbind.Registry) {
-	tick := time.NewTicker(bindingSweepEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			reg.Sweep()
-		}
-	}
-}
-
-// durability maps --durability onto the provider's knob.
-func durability(noSync bool) local.Durability {
-	if noSync {
-		return local.DurabilityNone
-	}
-	return local.DurabilityFsync
+// unmountBranches ends the branch mounts at shutdown, waiting up to grace
+// for busy ones before detaching them lazily; their records stay, so the
+// next start mounts them again.
+func unmountBranches(srv *service.Service, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	srv.UnmountBranches(ctx)
 }
 
 // writeHeapProfile writes a heap profile (after a GC, so it shows what is

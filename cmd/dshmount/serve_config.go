@@ -16,9 +16,8 @@ import (
 	"time"
 
 	"github.com/dshmount/dshmount/control"
+	"github.com/dshmount/dshmount/internal/daemon"
 	"github.com/dshmount/dshmount/internal/fuse"
-	"github.com/dshmount/dshmount/internal/policy"
-	"github.com/dshmount/dshmount/internal/provider/local"
 	"github.com/dshmount/dshmount/internal/registry"
 )
 
@@ -81,7 +80,7 @@ type serveConfig struct {
 	// IdleTimeout closes connections that hold nothing after this long.
 	IdleTimeout time.Duration
 	// Store is where the policy records live (--store and its TLS flags).
-	Store storeConfig
+	Store daemon.StoreConfig
 	// FeedRetention and FeedMaxEntries bound the audit log, and with it
 	// the change feed's history (--feed-retention, --feed-max-entries).
 	FeedRetention  time.Duration
@@ -195,7 +194,7 @@ Flags:
 		"Its requests run with its own permissions and it sees only its own sessions; the socket is opened to it (0666, its directory searchable), "+
 		"and serve refuses to start if it cannot reach the socket (pass a --socket it can reach)")
 	fs.BoolVar(&cfg.Watch, "watch", true, "watch the workspace directory: a change made there directly (git checkout, an editor on the real path) shows through the mount at once and is audited with channel external; needs one inotify watch per directory (raised as root, else the error names the sysctl); --watch=false turns it off (out-of-band changes then show after the cache timeouts and are not audited)")
-	fs.IntVar(&cfg.WatchMaxPending, "watch-max-pending", local.DefaultTreeMaxPending, "paths the watcher collects in one 20 ms window; beyond it (or when the kernel's event queue overflows) it rescans the workspace directory and records what changed")
+	fs.IntVar(&cfg.WatchMaxPending, "watch-max-pending", daemon.DefaultWatchMaxPending, "paths the watcher collects in one 20 ms window; beyond it (or when the kernel's event queue overflows) it rescans the workspace directory and records what changed")
 	fs.BoolVar(&cfg.Debug, "debug", false, "debug logs, including every FUSE request")
 	fs.DurationVar(&cfg.EntryTO, "entry-timeout", 0,
 		"how long the kernel caches names (default "+fuse.WatchedTimeout.String()+" with --watch, which drops every changed name at once; "+
@@ -225,14 +224,14 @@ Flags:
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", control.DefaultIdleTimeout,
 		"close a connection that sent nothing for this long and holds no session it opened, no watch and no request")
 	addStoreFlags(fs, &cfg.Store)
-	fs.DurationVar(&cfg.FeedRetention, "feed-retention", policy.DefaultFeedRetention,
+	fs.DurationVar(&cfg.FeedRetention, "feed-retention", daemon.DefaultFeedRetention,
 		"keep audit entries (fs.log, and the changes 'watch --since' replays) this long; older ones are pruned in the background and a since before them is FS_CHANGES_LOST (0: no age limit)")
-	fs.Uint64Var(&cfg.FeedMaxEntries, "feed-max-entries", policy.DefaultFeedMaxEntries,
+	fs.Uint64Var(&cfg.FeedMaxEntries, "feed-max-entries", daemon.DefaultFeedMaxEntries,
 		"keep at most this many of the newest audit entries (0: no count limit)")
 	cfg.MergeCache = seen.DefaultMaxBytes
 	fs.Var(&cfg.MergeCache, "merge-cache",
 		"keep the bytes of files read over the socket and MCP (text up to 8 MiB), up to this size (e.g. 256MiB, 1GiB; least recently used dropped first), so that a stale change with merge: true can be merged; 0 disables it")
-	fs.DurationVar(&cfg.FeedPruneInterval, "feed-prune-interval", policy.DefaultRetentionInterval,
+	fs.DurationVar(&cfg.FeedPruneInterval, "feed-prune-interval", daemon.DefaultFeedPruneInterval,
 		"how often old audit entries are pruned (--feed-retention, --feed-max-entries); also once at start")
 	fs.IntVar(&cfg.DirFDs, "dir-fds", fuse.DefaultDirFDs,
 		"with --watch, backing directory descriptors the mount keeps open, so a request below a kept directory skips resolving its path (least recently used closed beyond it; 0: none); counted in the descriptor limit")
@@ -276,7 +275,7 @@ Flags:
 	default:
 		return serveConfig{}, fmt.Errorf("--durability must be fsync or none, not %q", *durability)
 	}
-	if err := cfg.Store.check(); err != nil {
+	if err := cfg.Store.Check(); err != nil {
 		return serveConfig{}, err
 	}
 	if fs.NArg() != 2 {

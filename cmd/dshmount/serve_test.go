@@ -360,3 +360,8 @@ func TestServeConfig_OwnDirsOutsideWorkspaceAndMount(t *testing.T) {
 	_, err = ok.resolve(slog.New(slog.DiscardHandler))
 	require.NoError(t, err, "a state directory beside the workspace is fine")
 }
+
+func TestServeFlags_RefuseABadStoreBeforeTheDaemonStarts(t *testing.T) {
+	_, err := parseServeArgs([]string{"--store", "etcd://nohost/x", "src", "mnt"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "not HOST:PORT", "serve refuses a bad --store before it starts")
+}

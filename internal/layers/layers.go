@@ -28,6 +28,9 @@ const (
 	// Services run the methods every transport serves: one checklist per
 	// method over the rules and composites.
 	Services
+	// Assembly opens a daemon's core and builds its service, for the
+	// program that hands them to the transports.
+	Assembly
 	// Transports serve requests: the FUSE mount and the control socket.
 	Transports
 	// Clients speak to a transport: MCP, the fsmonitor hook.
@@ -68,6 +71,7 @@ func Table() map[string]int {
 		"internal/policy/localstore":         Composites,
 		"internal/watcher":                   Composites,
 		"internal/service":                   Services,
+		"internal/daemon":                    Assembly,
 		"internal/fuse":                      Transports,
 		"control":                            Transports,
 		"control/mcp":                        Clients,
@@ -82,8 +86,9 @@ func Table() map[string]int {
 
 // Unreachable lists, for some packages, the module packages they must not
 // reach even through others (go list -deps): the transports serve the
-// workspace through the provider seam, and the program alone chooses the
-// host-disk backend.
+// workspace through the provider seam, and the daemon's assembly
+// (internal/daemon, which the program calls) alone chooses the host-disk
+// backend.
 func Unreachable() map[string][]string {
 	return map[string][]string{
 		"internal/fuse": {"internal/provider/local"},

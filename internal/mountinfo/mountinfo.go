@@ -6,6 +6,7 @@ package mountinfo
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -92,3 +93,8 @@ func Unescape(s string) string {
 	}
 	return b.String()
 }
+
+// ErrDetachedLazily is wrapped by an unmount that found the mount busy
+// (open files, working directories) and detached it lazily: its name is
+// gone, and the processes still in it keep the old mount until they leave.
+var ErrDetachedLazily = errors.New("the mount was busy and was detached lazily")

@@ -33,8 +33,9 @@ type BranchMounter interface {
 
 // ErrDetachedLazily is wrapped by an unmount that found the mount busy
 // (open files, working directories) and detached it lazily: its name is
-// gone, and the processes still in it keep the old mount until they leave.
-var ErrDetachedLazily = errors.New("the mount was busy and was detached lazily")
+// gone, and the processes still in it keep the old mount until they leave
+// (mountinfo.ErrDetachedLazily, which the mount's package wraps).
+var ErrDetachedLazily = mountinfo.ErrDetachedLazily
 
 // BranchUnmountGrace is how long unmounting a busy branch mount (before a
 // commit, a discard or on branch.unmount) retries before detaching it
@@ -86,60 +87,60 @@ func (bm *branchMounts) byDir() map[string]string {
 }
 
 // BranchMount serves branch.mount.
-func (s *Service) BranchMount(ctx context.Context, c *Caller, p BranchMountParams) (any, error) {
+func (s *Service) BranchMount(ctx context.Context, c *Caller, p BranchMountParams) (BranchMountResult, error) {
 	if s.br.mgr == nil {
-		return nil, errNoBranches
+		return BranchMountResult{}, errNoBranches
 	}
 	if s.br.mounts.mounter == nil {
-		return nil, errNoBranchMounts
+		return BranchMountResult{}, errNoBranchMounts
 	}
 	if p.Mount == "" {
-		return nil, invalidParams("branch.mount needs mount: the directory to serve the branch at")
+		return BranchMountResult{}, invalidParams("branch.mount needs mount: the directory to serve the branch at")
 	}
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
 	b, err := s.ownedBranch(c, p.Name)
 	if err != nil {
-		return nil, err
+		return BranchMountResult{}, err
 	}
 	if at := bm.mountedAt(p.Name); at != "" {
-		return nil, provider.NewError(provider.CodeInvalidArgument, "mount", at, nil,
+		return BranchMountResult{}, provider.NewError(provider.CodeInvalidArgument, "mount", at, nil,
 			"branch %s is already mounted at %s; unmount it first (dshmount branch unmount %s)", p.Name, at, p.Name)
 	}
 	dir, err := s.checkMountDir(c.peer().UID, p.Mount, p.Cwd)
 	if err != nil {
-		return nil, err
+		return BranchMountResult{}, err
 	}
 	if err := s.mountRecorded(ctx, b, dir); err != nil {
-		return nil, err
+		return BranchMountResult{}, err
 	}
 	return BranchMountResult{Mount: dir}, nil
 }
 
 // BranchUnmount serves branch.unmount: the mount goes, and so does its
 // record (the daemon no longer mounts it when it starts).
-func (s *Service) BranchUnmount(ctx context.Context, c *Caller, p BranchNameParams) (any, error) {
+func (s *Service) BranchUnmount(ctx context.Context, c *Caller, p BranchNameParams) (Empty, error) {
 	if s.br.mgr == nil {
-		return nil, errNoBranches
+		return Empty{}, errNoBranches
 	}
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
 	b, err := s.ownedBranch(c, p.Name)
 	if err != nil {
-		return nil, err
+		return Empty{}, err
 	}
 	dir, err := s.unmountBranch(ctx, p.Name)
 	if err != nil {
-		return nil, err
+		return Empty{}, err
 	}
 	if dir == "" && b.Mount() == "" {
-		return nil, provider.NewError(provider.CodeInvalidArgument, "unmount", "", nil,
+		return Empty{}, provider.NewError(provider.CodeInvalidArgument, "unmount", "", nil,
 			"branch %s is not mounted; mount it with dshmount branch mount %s DIR", p.Name, p.Name)
 	}
 	if err := b.SetMount(""); err != nil {
-		return nil, err
+		return Empty{}, err
 	}
 	return Empty{}, nil
 }

@@ -31,7 +31,7 @@ func TestAuditRecovered_FinishedAndUndoneCommitsNameTheBranch(t *testing.T) {
 	byPath := map[string]LogEntry{}
 	got, err := s.AuditLog(context.Background(), s.NewCaller(CallerConfig{UID: uint32(os.Getuid())}), LogParams{Limit: 20})
 	require.NoError(t, err)
-	for _, e := range got.(LogResult).Entries {
+	for _, e := range got.Entries {
 		byPath[e.Path] = e
 	}
 	a := byPath["a.txt"]

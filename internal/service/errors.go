@@ -115,9 +115,20 @@ func errorObject(err error) *ErrorObject {
 
 // WithAfter is a method result whose After func runs once the response
 // has been written (a watch starts notifying only after its id is known).
-type WithAfter struct {
-	Result any
+type WithAfter[R any] struct {
+	Result R
 	After  func()
+}
+
+// Split returns the result to encode and the func to run once it is
+// written (AfterResponse).
+func (w WithAfter[R]) Split() (result any, after func()) { return w.Result, w.After }
+
+// AfterResponse is a method result with a func to run once the response
+// has been written (WithAfter); a transport encodes the result Split
+// returns.
+type AfterResponse interface {
+	Split() (result any, after func())
 }
 
 // CallError returns an error that is already the JSON-RPC error object

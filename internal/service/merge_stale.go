@@ -239,20 +239,21 @@ func commonTail(a, b, c string) int {
 // mergePatch merges a stale fs.patch of one update (no move) over the
 // current bytes; any other stale patch keeps its FS_STALE_VERSION
 // (staleErr).
-func (s *Service) mergePatch(ctx context.Context, sc Scope, c *Caller, a policy.Actor, p PatchParams, ops []patch.Operation, staleErr error) (any, error) {
+func (s *Service) mergePatch(ctx context.Context, sc Scope, a policy.Actor, p PatchParams, ops []patch.Operation, staleErr error) (PatchResult, error) {
 	u, ok := mergeableUpdate(ops, p)
 	if !ok {
-		return nil, staleErr
+		return PatchResult{}, staleErr
 	}
-	_, t, err := s.mutationSubject(ctx, sc, c, policy.OpPatch, p.Session, u.Path, p.Cwd)
+	t, err := sc.resolve(ctx, "path", u.Path, p.Cwd)
 	if err != nil {
+		_ = s.refusedEarly(a, policy.OpPatch, u.Path, err)
 		s.auditPreflightRefusal(a, u, staleErr)
-		return nil, staleErr
+		return PatchResult{}, staleErr
 	}
 	m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpPatch, actor: a, target: t,
 		change: func(base string) (string, error) { return applyHunks("patch", t.DisplayPath, base, u.Hunks) }}, staleErr)
 	if err != nil {
-		return nil, err
+		return PatchResult{}, err
 	}
 	return PatchResult{Complete: true, Operations: []PatchOpResult{{Kind: u.OpKind(), Path: t.DisplayPath,
 		Status: PatchApplied, Version: m.write.Version, MergedOver: m.mergedOver}}}, nil

@@ -86,50 +86,50 @@ func (s *Service) setSessionBranch(session policy.SessionID, name string) error 
 
 // BranchCreate makes a branch, and mounts it when asked to: a mount
 // directory refused or a mount that fails leaves no branch.
-func (s *Service) BranchCreate(ctx context.Context, c *Caller, p BranchCreateParams) (any, error) {
+func (s *Service) BranchCreate(ctx context.Context, c *Caller, p BranchCreateParams) (BranchInfo, error) {
 	if s.br.mgr == nil {
-		return nil, errNoBranches
+		return BranchInfo{}, errNoBranches
 	}
 	if p.Mount == "" {
 		b, err := s.br.mgr.CreateFor(p.Name, c.peer().UID)
 		if err != nil {
-			return nil, err
+			return BranchInfo{}, err
 		}
 		s.log.Info("branch created", "branch", p.Name, "owner", b.Owner())
 		return BranchInfo{Name: b.Name(), Created: b.Created(), Owner: b.Owner()}, nil
 	}
 	if s.br.mounts.mounter == nil {
-		return nil, errNoBranchMounts
+		return BranchInfo{}, errNoBranchMounts
 	}
 	if err := branch.ValidateName(p.Name); err != nil {
-		return nil, err
+		return BranchInfo{}, err
 	}
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
 	dir, err := s.checkMountDir(c.peer().UID, p.Mount, p.Cwd)
 	if err != nil {
-		return nil, err
+		return BranchInfo{}, err
 	}
 	b, err := s.br.mgr.CreateFor(p.Name, c.peer().UID)
 	if err != nil {
-		return nil, err
+		return BranchInfo{}, err
 	}
 	if err := s.mountRecorded(ctx, b, dir); err != nil {
 		if derr := s.br.mgr.Discard(p.Name); derr != nil {
 			s.log.Error("branch whose mount failed not removed", "branch", p.Name, "err", derr)
 		}
 		s.br.forget(p.Name)
-		return nil, err
+		return BranchInfo{}, err
 	}
 	s.log.Info("branch created", "branch", p.Name, "mount", dir, "owner", b.Owner())
 	return BranchInfo{Name: b.Name(), Created: b.Created(), Mount: dir, Owner: b.Owner()}, nil
 }
 
 // BranchList lists the branches the peer may act on.
-func (s *Service) BranchList(_ context.Context, c *Caller, p Empty) (any, error) {
+func (s *Service) BranchList(_ context.Context, c *Caller, p Empty) (BranchListResult, error) {
 	if s.br.mgr == nil {
-		return nil, errNoBranches
+		return BranchListResult{}, errNoBranches
 	}
 	res := BranchListResult{Branches: []BranchInfo{}}
 	for _, i := range s.br.mgr.List() {
@@ -143,22 +143,22 @@ func (s *Service) BranchList(_ context.Context, c *Caller, p Empty) (any, error)
 }
 
 // BranchDiff returns one page of a branch's changes and their diff.
-func (s *Service) BranchDiff(ctx context.Context, c *Caller, p BranchDiffParams) (any, error) {
+func (s *Service) BranchDiff(ctx context.Context, c *Caller, p BranchDiffParams) (BranchDiffResult, error) {
 	if p.Offset < 0 || p.Limit < 0 {
-		return nil, invalidParams("offset and limit must not be negative")
+		return BranchDiffResult{}, invalidParams("offset and limit must not be negative")
 	}
 	if p.Limit == 0 {
 		p.Limit = DefaultDiffLimit
 	}
 	b, err := s.ownedBranch(c, p.Name)
 	if err != nil {
-		return nil, err
+		return BranchDiffResult{}, err
 	}
 	// The daemon's rules of this run, which may be newer than the branch.
 	hidden := func(rel string) bool { return s.viewAccess(rel) == viewrules.Hidden }
 	page, err := b.DiffWith(ctx, p.Offset, p.Limit, hidden)
 	if err != nil {
-		return nil, fmt.Errorf("diff branch %s: %w", p.Name, err)
+		return BranchDiffResult{}, fmt.Errorf("diff branch %s: %w", p.Name, err)
 	}
 	res := BranchDiffResult{Files: make([]BranchFile, 0, len(page.Files)), Diff: page.Diff, Total: page.Total}
 	for _, f := range page.Files {
@@ -178,20 +178,20 @@ func (s *Service) BranchDiff(ctx context.Context, c *Caller, p BranchDiffParams)
 }
 
 // BranchCommit applies a branch to the workspace, all or nothing.
-func (s *Service) BranchCommit(ctx context.Context, c *Caller, p BranchCommitParams) (any, error) {
+func (s *Service) BranchCommit(ctx context.Context, c *Caller, p BranchCommitParams) (BranchCommitResult, error) {
 	if s.br.mgr == nil {
-		return nil, errNoBranches
+		return BranchCommitResult{}, errNoBranches
 	}
 	a, err := c.actorFor(policy.SessionID(p.Session))
 	if err != nil {
-		return nil, err
+		return BranchCommitResult{}, err
 	}
 	if _, err := s.ownedBranch(c, p.Name); err != nil {
-		return nil, err
+		return BranchCommitResult{}, err
 	}
 	if p.Rebase && p.Keep {
 		if _, err := s.rebaseAside(ctx, p.Name, false); err != nil {
-			return nil, err
+			return BranchCommitResult{}, err
 		}
 	}
 	mounted := ""
@@ -202,10 +202,10 @@ func (s *Service) BranchCommit(ctx context.Context, c *Caller, p BranchCommitPar
 		bm.ops.Lock()
 		defer bm.ops.Unlock()
 		if _, err := s.br.mgr.Get(p.Name); err != nil {
-			return nil, err
+			return BranchCommitResult{}, err
 		}
 		if mounted, err = s.unmountBranch(ctx, p.Name); err != nil {
-			return nil, err
+			return BranchCommitResult{}, err
 		}
 	}
 	if p.Rebase && !p.Keep { // the mount is down already
@@ -213,7 +213,7 @@ func (s *Service) BranchCommit(ctx context.Context, c *Caller, p BranchCommitPar
 			if mounted != "" {
 				s.remount(ctx, p.Name, mounted)
 			}
-			return nil, err
+			return BranchCommitResult{}, err
 		}
 	}
 	files, err := s.br.mgr.Commit(ctx, p.Name, p.Keep,
@@ -222,7 +222,7 @@ func (s *Service) BranchCommit(ctx context.Context, c *Caller, p BranchCommitPar
 		if mounted != "" {
 			s.remount(ctx, p.Name, mounted)
 		}
-		return nil, conflictError(err)
+		return BranchCommitResult{}, conflictError(err)
 	}
 	if !p.Keep {
 		s.br.forget(p.Name)
@@ -306,12 +306,12 @@ func (s *Service) recordCommit(ctx context.Context, origin any, files []branch.A
 }
 
 // BranchRebase merges the workspace's later changes into a branch.
-func (s *Service) BranchRebase(ctx context.Context, c *Caller, p BranchRebaseParams) (any, error) {
+func (s *Service) BranchRebase(ctx context.Context, c *Caller, p BranchRebaseParams) (BranchRebaseResult, error) {
 	if s.br.mgr == nil {
-		return nil, errNoBranches
+		return BranchRebaseResult{}, errNoBranches
 	}
 	if _, err := s.ownedBranch(c, p.Name); err != nil {
-		return nil, err
+		return BranchRebaseResult{}, err
 	}
 	return s.rebaseAside(ctx, p.Name, p.Markers)
 }
@@ -376,25 +376,25 @@ func conflictError(err error) error {
 }
 
 // BranchDiscard drops a branch.
-func (s *Service) BranchDiscard(ctx context.Context, c *Caller, p BranchNameParams) (any, error) {
+func (s *Service) BranchDiscard(ctx context.Context, c *Caller, p BranchNameParams) (Empty, error) {
 	if s.br.mgr == nil {
-		return nil, errNoBranches
+		return Empty{}, errNoBranches
 	}
 	bm := s.br.mounts
 	bm.ops.Lock()
 	defer bm.ops.Unlock()
 	if _, err := s.ownedBranch(c, p.Name); err != nil {
-		return nil, err
+		return Empty{}, err
 	}
 	mounted, err := s.unmountBranch(ctx, p.Name)
 	if err != nil {
-		return nil, err
+		return Empty{}, err
 	}
 	if err := s.br.mgr.Discard(p.Name); err != nil {
 		if mounted != "" {
 			s.remount(ctx, p.Name, mounted)
 		}
-		return nil, err
+		return Empty{}, err
 	}
 	s.br.forget(p.Name) // a session defaulting to it now gets "no branch named"
 	s.log.Info("branch discarded", "branch", p.Name)

@@ -182,10 +182,10 @@ func newRunID() string {
 
 // Changes serves fs.changes to the caller (listed with its own
 // credentials when it has them).
-func (s *Service) Changes(ctx context.Context, c *Caller, p ChangesParams) (any, error) {
+func (s *Service) Changes(ctx context.Context, c *Caller, p ChangesParams) (ChangesResult, error) {
 	st := s.changeRun
 	if p.Max < 0 {
-		return nil, invalidParams("max must be positive, not %d", p.Max)
+		return ChangesResult{}, invalidParams("max must be positive, not %d", p.Max)
 	}
 	if p.Max == 0 {
 		p.Max = DefaultChangesMax
@@ -194,13 +194,13 @@ func (s *Service) Changes(ctx context.Context, c *Caller, p ChangesParams) (any,
 	if p.Path != "" {
 		t, err := s.workspace().resolve(ctx, "path", p.Path, p.Cwd)
 		if err != nil {
-			return nil, err
+			return ChangesResult{}, err
 		}
 		scope = t.DisplayPath
 	}
 	root, err := s.backingRoot(ctx)
 	if err != nil {
-		return nil, err
+		return ChangesResult{}, err
 	}
 	res := &ChangesResult{Run: st.run, Changes: []ChangedPath{}}
 	watched := s.cfg.ExternalWatched != nil && s.cfg.ExternalWatched()
@@ -221,7 +221,7 @@ func (s *Service) Changes(ctx context.Context, c *Caller, p ChangesParams) (any,
 	}
 	cs, err := s.store.ChangesSince(since, p.Max)
 	if err != nil {
-		return nil, fmt.Errorf("fs.changes: %w", err)
+		return ChangesResult{}, fmt.Errorf("fs.changes: %w", err)
 	}
 	res.Seq, res.Token = cs.Upto, FormatChangesToken(st.run, cs.Upto)
 	switch {
@@ -241,7 +241,7 @@ func (s *Service) Changes(ctx context.Context, c *Caller, p ChangesParams) (any,
 	for i := range res.Changes {
 		res.Changes[i].Dir = isDir(root, res.Changes[i].Path)
 	}
-	return res, nil
+	return *res, nil
 }
 
 // since turns a cursor into a seq of this run, or says why it cannot.
@@ -263,16 +263,16 @@ func (st *changesState) since(c ChangesCursor) (uint64, string) {
 }
 
 // everything answers everything: true with the current token.
-func (s *Service) everything(res *ChangesResult, st *changesState, reason string) (any, error) {
+func (s *Service) everything(res *ChangesResult, st *changesState, reason string) (ChangesResult, error) {
 	res.Seq = s.store.LastSeq()
 	res.Token = FormatChangesToken(st.run, res.Seq)
 	return s.markEverything(res, reason)
 }
 
 // markEverything turns res into an everything: true answer.
-func (s *Service) markEverything(res *ChangesResult, reason string) (any, error) {
+func (s *Service) markEverything(res *ChangesResult, reason string) (ChangesResult, error) {
 	res.Everything, res.Reason, res.Changes = true, reason, []ChangedPath{}
-	return res, nil
+	return *res, nil
 }
 
 // changeKind maps an audit operation onto a fs.changes kind.

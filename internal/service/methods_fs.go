@@ -10,17 +10,17 @@ import (
 )
 
 // Stat reports a target's metadata and records the session's observation.
-func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error) {
+func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (StatResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return StatResult{}, err
 	}
 	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return StatResult{}, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
-		return nil, err
+		return StatResult{}, err
 	}
 	info, err := sc.engine.Stat(ctx, a, t)
 	res := StatResult{DisplayPath: t.DisplayPath}
@@ -28,7 +28,7 @@ func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error
 		return res, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
+		return StatResult{}, fmt.Errorf("stat %s: %w", t.DisplayPath, err)
 	}
 	if info != nil {
 		res.Exists = true
@@ -43,24 +43,24 @@ func (s *Service) Stat(ctx context.Context, c *Caller, p StatParams) (any, error
 }
 
 // List lists a directory's direct children in name order.
-func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error) {
+func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (ListResult, error) {
 	sc, err := s.requestScope(c, "", p.Branch)
 	if err != nil {
-		return nil, err
+		return ListResult{}, err
 	}
 	if p.Path == "" {
 		p.Path = "."
 	}
 	t, err := sc.resolve(ctx, "path", p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return ListResult{}, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
-		return nil, err
+		return ListResult{}, err
 	}
 	entries, err := sc.fs.ListDir(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", t.DisplayPath, err)
+		return ListResult{}, fmt.Errorf("list %s: %w", t.DisplayPath, err)
 	}
 	res := ListResult{Entries: make([]ListEntry, 0, len(entries))}
 	for _, e := range entries {
@@ -76,25 +76,25 @@ func (s *Service) List(ctx context.Context, c *Caller, p ListParams) (any, error
 
 // Read returns a window of numbered lines and records the session's
 // observation at the stat version.
-func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error) {
+func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (ReadResult, error) {
 	sc, err := s.requestScope(c, p.Session, p.Branch)
 	if err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	w, err := readWindow(p.Path, p.Offset, p.Limit, p.MaxBytes)
 	if err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	a, t, err := s.subject(ctx, sc, c, p.Session, p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	if err := s.awaitCommit(ctx, t); err != nil {
-		return nil, err
+		return ReadResult{}, err
 	}
 	r, err := sc.engine.ReadWindow(ctx, a, t, w)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", t.DisplayPath, err)
+		return ReadResult{}, fmt.Errorf("read %s: %w", t.DisplayPath, err)
 	}
 	if r.Observed && sc.Workspace() {
 		s.keepSeen(ctx, t, r.Info.Version)
@@ -106,40 +106,36 @@ func (s *Service) Read(ctx context.Context, c *Caller, p ReadParams) (any, error
 }
 
 // Write creates or replaces a whole file.
-func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (any, error) {
-	sc, err := s.requestScope(c, p.Session, p.Branch)
-	if err != nil {
-		return nil, err
+func (s *Service) Write(ctx context.Context, c *Caller, p WriteParams) (WriteResult, error) {
+	var g policy.Guard
+	return mutate(ctx, s, c, mutation[WriteResult]{
+		op: policy.OpWrite, session: p.Session, branch: p.Branch, cwd: p.Cwd, paths: []pathParam{{"path", p.Path}},
+		check: func() (err error) {
+			g, err = writeGuard(p.Expected, p.Unconditional, "expected")
+			return err
+		},
+		apply: func(ctx context.Context, m mutating) applied[WriteResult] {
+			t := m.targets[0]
+			g.Merge = p.Merge && s.canMerge(m.sc)
+			out, err := m.sc.engine.Write(ctx, m.actor, t, p.Content, g)
+			if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+				mo, err := s.mergeStale(ctx, m.sc, mergeRequest{op: policy.OpWrite, actor: m.actor, target: t, expected: expectedOf(p.Expected),
+					change: func(string) (string, error) { return p.Content, nil }}, err)
+				res := writeResult(mo.write)
+				res.Merged, res.MergedOver = true, mo.mergedOver
+				return applied[WriteResult]{res: res, target: t, err: err, final: true}
+			}
+			return applied[WriteResult]{res: writeResult(out), target: t, err: existsOnCreate(err, t, p.Expected, "", "the write")}
+		},
+	})
+}
+
+// expectedOf is the version of an explicit write guard ("": none).
+func expectedOf(e *WriteExpected) provider.Version {
+	if e == nil {
+		return ""
 	}
-	g, err := writeGuard(p.Expected, p.Unconditional, "expected")
-	if err != nil {
-		return nil, err
-	}
-	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpWrite, p.Session, p.Path, p.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	g.Merge = p.Merge && s.canMerge(sc)
-	out, err := sc.engine.Write(ctx, a, t, p.Content, g)
-	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
-		var expected provider.Version
-		if p.Expected != nil {
-			expected = p.Expected.Version
-		}
-		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpWrite, actor: a, target: t, expected: expected,
-			change: func(string) (string, error) { return p.Content, nil }}, err)
-		if err != nil {
-			return nil, err
-		}
-		res := writeResult(m.write)
-		res.Merged, res.MergedOver = true, m.mergedOver
-		return res, nil
-	}
-	err = existsOnCreate(err, t, p.Expected, "", "the write")
-	if err := s.mutationDone("write", t, err); err != nil {
-		return nil, err
-	}
-	return writeResult(out), nil
+	return e.Version
 }
 
 // writeResult converts a write outcome.
@@ -148,100 +144,76 @@ func writeResult(o provider.WriteOutcome) WriteResult {
 }
 
 // Edit applies a literal search-and-replace.
-func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (any, error) {
-	sc, err := s.requestScope(c, p.Session, p.Branch)
-	if err != nil {
-		return nil, err
-	}
-	if p.OldString == "" {
-		return nil, invalidParams("oldString must not be empty; to write a whole file use fs.write")
-	}
-	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
-	if err != nil {
-		return nil, err
-	}
-	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpEdit, p.Session, p.Path, p.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	req := provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}
-	g.Merge = p.Merge && s.canMerge(sc)
-	out, err := sc.engine.Edit(ctx, a, t, req, g)
-	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
-		var expected provider.Version
-		if p.Expected != nil {
-			expected = p.Expected.Version
-		}
-		m, err := s.mergeStale(ctx, sc, mergeRequest{op: policy.OpEdit, actor: a, target: t, expected: expected,
-			change: func(base string) (string, error) { return applyEdit(t, base, req) }}, err)
-		if err != nil {
-			return nil, err
-		}
-		before := ""
-		if m.write.Before != nil {
-			before = *m.write.Before
-		}
-		return EditResult{Version: m.write.Version, Before: before, After: m.write.After, Merged: true, MergedOver: m.mergedOver}, nil
-	}
-	if err := s.mutationDone("edit", t, err); err != nil {
-		return nil, err
-	}
-	return EditResult{Version: out.Version, Before: out.Before, After: out.After}, nil
+func (s *Service) Edit(ctx context.Context, c *Caller, p EditParams) (EditResult, error) {
+	var g policy.Guard
+	return mutate(ctx, s, c, mutation[EditResult]{
+		op: policy.OpEdit, session: p.Session, branch: p.Branch, cwd: p.Cwd, paths: []pathParam{{"path", p.Path}},
+		check: func() (err error) {
+			if p.OldString == "" {
+				return invalidParams("oldString must not be empty; to write a whole file use fs.write")
+			}
+			g, err = versionGuard(p.Expected, p.Unconditional, "expected")
+			return err
+		},
+		apply: func(ctx context.Context, m mutating) applied[EditResult] {
+			t := m.targets[0]
+			req := provider.EditRequest{OldString: p.OldString, NewString: p.NewString, ReplaceAll: p.ReplaceAll}
+			g.Merge = p.Merge && s.canMerge(m.sc)
+			out, err := m.sc.engine.Edit(ctx, m.actor, t, req, g)
+			if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
+				var expected provider.Version
+				if p.Expected != nil {
+					expected = p.Expected.Version
+				}
+				mo, err := s.mergeStale(ctx, m.sc, mergeRequest{op: policy.OpEdit, actor: m.actor, target: t, expected: expected,
+					change: func(base string) (string, error) { return applyEdit(t, base, req) }}, err)
+				before := ""
+				if mo.write.Before != nil {
+					before = *mo.write.Before
+				}
+				return applied[EditResult]{res: EditResult{Version: mo.write.Version, Before: before, After: mo.write.After, Merged: true, MergedOver: mo.mergedOver},
+					target: t, err: err, final: true}
+			}
+			return applied[EditResult]{res: EditResult{Version: out.Version, Before: out.Before, After: out.After}, target: t, err: err}
+		},
+	})
 }
 
 // Delete removes a file.
-func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (any, error) {
-	sc, err := s.requestScope(c, p.Session, p.Branch)
-	if err != nil {
-		return nil, err
-	}
-	g, err := versionGuard(p.Expected, p.Unconditional, "expected")
-	if err != nil {
-		return nil, err
-	}
-	a, t, err := s.mutationSubject(ctx, sc, c, policy.OpDelete, p.Session, p.Path, p.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	out, err := sc.engine.Delete(ctx, a, t, g)
-	if err := s.mutationDone("delete", t, err); err != nil {
-		return nil, err
-	}
-	return DeleteResult{Before: out.Before}, nil
+func (s *Service) Delete(ctx context.Context, c *Caller, p DeleteParams) (DeleteResult, error) {
+	var g policy.Guard
+	return mutate(ctx, s, c, mutation[DeleteResult]{
+		op: policy.OpDelete, session: p.Session, branch: p.Branch, cwd: p.Cwd, paths: []pathParam{{"path", p.Path}},
+		check: func() (err error) {
+			g, err = versionGuard(p.Expected, p.Unconditional, "expected")
+			return err
+		},
+		apply: func(ctx context.Context, m mutating) applied[DeleteResult] {
+			out, err := m.sc.engine.Delete(ctx, m.actor, m.targets[0], g)
+			return applied[DeleteResult]{res: DeleteResult{Before: out.Before}, target: m.targets[0], err: err}
+		},
+	})
 }
 
 // Move moves a file: destination published first, then the source removed.
-func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (any, error) {
-	sc, err := s.requestScope(c, p.Session, p.Branch)
-	if err != nil {
-		return nil, err
-	}
-	srcG, err := versionGuard(p.ExpectedSource, p.Unconditional, "expectedSource")
-	if err != nil {
-		return nil, err
-	}
-	dstG, err := writeGuard(p.ExpectedDestination, p.Unconditional, "expectedDestination")
-	if err != nil {
-		return nil, err
-	}
-	a, err := c.actorFor(p.Session)
-	if err != nil {
-		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpMove, p.From, err)
-	}
-	src, err := sc.resolve(ctx, "from", p.From, p.Cwd)
-	if err != nil {
-		return nil, s.refusedEarly(a, policy.OpMove, p.From, err)
-	}
-	dst, err := sc.resolve(ctx, "to", p.To, p.Cwd)
-	if err != nil {
-		return nil, s.refusedEarly(a, policy.OpMove, p.To, err)
-	}
-	out, err := sc.engine.Move(ctx, a, src, dst, nil, srcG, dstG)
-	err = existsOnCreate(err, dst, p.ExpectedDestination, "the destination ", "the move")
-	if err := s.mutationDone("move", pickTarget(err, src, dst), err); err != nil {
-		return nil, err
-	}
-	return moveResult(out), nil
+func (s *Service) Move(ctx context.Context, c *Caller, p MoveParams) (MoveResult, error) {
+	var srcG, dstG policy.Guard
+	return mutate(ctx, s, c, mutation[MoveResult]{
+		op: policy.OpMove, session: p.Session, branch: p.Branch, cwd: p.Cwd, paths: []pathParam{{"from", p.From}, {"to", p.To}},
+		check: func() (err error) {
+			if srcG, err = versionGuard(p.ExpectedSource, p.Unconditional, "expectedSource"); err != nil {
+				return err
+			}
+			dstG, err = writeGuard(p.ExpectedDestination, p.Unconditional, "expectedDestination")
+			return err
+		},
+		apply: func(ctx context.Context, m mutating) applied[MoveResult] {
+			src, dst := m.targets[0], m.targets[1]
+			out, err := m.sc.engine.Move(ctx, m.actor, src, dst, nil, srcG, dstG)
+			err = existsOnCreate(err, dst, p.ExpectedDestination, "the destination ", "the move")
+			return applied[MoveResult]{res: moveResult(out), target: pickTarget(err, src, dst), err: err}
+		},
+	})
 }
 
 // moveResult converts a move outcome.
@@ -265,21 +237,6 @@ func pickTarget(err error, ts ...provider.Target) provider.Target {
 		}
 	}
 	return ts[0]
-}
-
-// mutationSubject is subject for a mutation: a refusal before the engine
-// is asked (the view hides the path, the session is not the caller's) is
-// audited like the engine's own refusals.
-func (s *Service) mutationSubject(ctx context.Context, sc Scope, c *Caller, op policy.MutationOp, session policy.SessionID, path, cwd string) (policy.Actor, provider.Target, error) {
-	a, err := c.actorFor(session)
-	if err != nil {
-		return a, provider.Target{}, s.refusedEarly(c.refusalActor(session), op, path, err)
-	}
-	t, err := sc.resolve(ctx, "path", path, cwd)
-	if err != nil {
-		return a, provider.Target{}, s.refusedEarly(a, op, path, err)
-	}
-	return a, t, nil
 }
 
 // refusedEarly audits err when it refuses a mutation before the engine

@@ -13,32 +13,32 @@ import (
 )
 
 // SessionOpen opens a named session.
-func (s *Service) SessionOpen(_ context.Context, c *Caller, p SessionOpenParams) (any, error) {
+func (s *Service) SessionOpen(_ context.Context, c *Caller, p SessionOpenParams) (SessionOpenResult, error) {
 	switch p.Channel {
 	case "", policy.ChannelSocket:
 	case policy.ChannelMCP:
 		c.setChannel(p.Channel)
 	default:
-		return nil, invalidParams(`channel must be "socket" or "mcp", not %q`, p.Channel)
+		return SessionOpenResult{}, invalidParams(`channel must be "socket" or "mcp", not %q`, p.Channel)
 	}
 	if strings.ContainsRune(p.Name, 0) {
-		return nil, invalidParams("session name contains a NUL byte")
+		return SessionOpenResult{}, invalidParams("session name contains a NUL byte")
 	}
 	if p.Branch != "" {
 		if _, err := s.ownedBranch(c, p.Branch); err != nil {
-			return nil, err
+			return SessionOpenResult{}, err
 		}
 		if _, err := s.BranchEngine(p.Branch); err != nil {
-			return nil, err
+			return SessionOpenResult{}, err
 		}
 	}
 	sess, err := s.store.OpenSessionWith(policy.SessionSpec{Name: p.Name, Owner: c.actor.UID, Strict: p.Strict})
 	if err != nil {
-		return nil, fmt.Errorf("open session: %w", err)
+		return SessionOpenResult{}, fmt.Errorf("open session: %w", err)
 	}
 	if p.Branch != "" {
 		if err := s.setSessionBranch(sess.ID, p.Branch); err != nil {
-			return nil, err
+			return SessionOpenResult{}, err
 		}
 	}
 	c.opened(sess.ID)
@@ -48,18 +48,18 @@ func (s *Service) SessionOpen(_ context.Context, c *Caller, p SessionOpenParams)
 }
 
 // SessionClose closes a session; its observations are dropped.
-func (s *Service) SessionClose(_ context.Context, c *Caller, p SessionCloseParams) (any, error) {
+func (s *Service) SessionClose(_ context.Context, c *Caller, p SessionCloseParams) (Empty, error) {
 	if p.Session == "" {
-		return nil, invalidParams("session.close needs a session")
+		return Empty{}, invalidParams("session.close needs a session")
 	}
 	if err := sessionParam(p.Session); err != nil {
-		return nil, err
+		return Empty{}, err
 	}
 	if _, err := c.ownedSession(p.Session); err != nil {
-		return nil, err
+		return Empty{}, err
 	}
 	if err := s.store.CloseSession(p.Session); err != nil {
-		return nil, fmt.Errorf("close session %s: %w", p.Session, err)
+		return Empty{}, fmt.Errorf("close session %s: %w", p.Session, err)
 	}
 	c.smu.Lock()
 	if c.implicit == p.Session {
@@ -72,28 +72,28 @@ func (s *Service) SessionClose(_ context.Context, c *Caller, p SessionCloseParam
 
 // SessionBind makes a pid and its descendants act for a session on the
 // mount.
-func (s *Service) SessionBind(_ context.Context, c *Caller, p SessionBindParams) (any, error) {
+func (s *Service) SessionBind(_ context.Context, c *Caller, p SessionBindParams) (SessionBindResult, error) {
 	if p.Session == "" {
-		return nil, invalidParams("session.bind needs a session; open one with session.open")
+		return SessionBindResult{}, invalidParams("session.bind needs a session; open one with session.open")
 	}
 	if err := sessionParam(p.Session); err != nil {
-		return nil, err
+		return SessionBindResult{}, err
 	}
 	if p.PID <= 0 {
-		return nil, invalidParams("session.bind needs a positive pid, not %d", p.PID)
+		return SessionBindResult{}, invalidParams("session.bind needs a positive pid, not %d", p.PID)
 	}
 	if _, err := c.ownedSession(p.Session); err != nil && c.boundTo() == "" {
-		return nil, err
+		return SessionBindResult{}, err
 	}
 	if s.cfg.Binder == nil {
-		return nil, &callError{obj: ErrorObject{Code: CodeUnavailable,
+		return SessionBindResult{}, &callError{obj: ErrorObject{Code: CodeUnavailable,
 			Message: "this daemon serves no mount, so processes cannot be bound; use the socket methods instead"}}
 	}
 	// A bound peer binds to its own session (or a branch session of its
 	// owner), whatever it names.
 	target := s.bindTarget(c, p.Session)
 	if err := s.bindOwned(c.actor.UID, target, p.PID, p.Strict); err != nil {
-		return nil, fmt.Errorf("bind pid %d to session %s: %w", p.PID, target, err)
+		return SessionBindResult{}, fmt.Errorf("bind pid %d to session %s: %w", p.PID, target, err)
 	}
 	if int32(p.PID) == c.actor.PID {
 		c.smu.Lock()
@@ -106,7 +106,7 @@ func (s *Service) SessionBind(_ context.Context, c *Caller, p SessionBindParams)
 }
 
 // Status reports the daemon's state and counters.
-func (s *Service) Status(_ context.Context, c *Caller, p Empty) (any, error) {
+func (s *Service) Status(_ context.Context, c *Caller, p Empty) (StatusResult, error) {
 	res := StatusResult{
 		Source:   s.cfg.Source,
 		Mount:    s.cfg.Mount,
@@ -134,9 +134,9 @@ func (s *Service) Status(_ context.Context, c *Caller, p Empty) (any, error) {
 
 // AuditLog lists audit entries (changes and refusals), newest first. A peer
 // of another uid than root and the daemon's sees only its own entries.
-func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (any, error) {
+func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (LogResult, error) {
 	if p.Limit < 0 {
-		return nil, invalidParams("limit must be positive, not %d", p.Limit)
+		return LogResult{}, invalidParams("limit must be positive, not %d", p.Limit)
 	}
 	if p.Limit == 0 {
 		p.Limit = DefaultLogLimit
@@ -155,7 +155,7 @@ func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (any, er
 	if p.Path != "" {
 		t, err := s.workspace().resolve(ctx, "path", p.Path, p.Cwd)
 		if err != nil {
-			return nil, err
+			return LogResult{}, err
 		}
 		q.Path = t.DisplayPath
 	}
@@ -163,13 +163,13 @@ func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (any, er
 	for _, u := range p.Under {
 		t, err := s.workspace().resolve(ctx, "under", u, p.Cwd)
 		if err != nil {
-			return nil, err
+			return LogResult{}, err
 		}
 		f.under = append(f.under, t.DisplayPath)
 	}
 	for _, g := range p.Exclude {
 		if _, err := path.Match(g, ""); err != nil {
-			return nil, invalidParams("exclude: bad glob %q: %v", g, err)
+			return LogResult{}, invalidParams("exclude: bad glob %q: %v", g, err)
 		}
 	}
 	if len(f.under) > 0 || len(f.exclude) > 0 {
@@ -177,7 +177,7 @@ func (s *Service) AuditLog(ctx context.Context, c *Caller, p LogParams) (any, er
 	}
 	entries, err := s.store.Audit(q)
 	if err != nil {
-		return nil, fmt.Errorf("read the audit log: %w", err)
+		return LogResult{}, fmt.Errorf("read the audit log: %w", err)
 	}
 	res := LogResult{Entries: make([]LogEntry, 0, len(entries))}
 	for _, e := range entries {

@@ -38,9 +38,9 @@ type atomicFile struct {
 // are computed in memory, and the commit applies them all only if the
 // workspace still holds those bytes (else FS_STALE_VERSION naming the
 // conflicts), a kill -9 included.
-func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Operation, cwd string, unconditional bool) (any, error) {
+func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.Operation, cwd string, unconditional bool) (PatchResult, error) {
 	if s.journal == nil {
-		return nil, errNoJournal
+		return PatchResult{}, errNoJournal
 	}
 	files := map[provider.Key]*atomicFile{}
 	var order []*atomicFile
@@ -109,32 +109,32 @@ func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.O
 			err = s.denyReadOnly(t)
 		}
 		if err != nil {
-			return nil, opError(i, op, err)
+			return PatchResult{}, opError(i, op, err)
 		}
 		f, first, err := load(t)
 		if err != nil {
-			return nil, opError(i, op, err)
+			return PatchResult{}, opError(i, op, err)
 		}
 		r := &res.Operations[i]
 		r.Kind, r.Path, r.Status = op.OpKind(), t.DisplayPath, PatchApplied
 		switch o := op.(type) {
 		case *patch.Add:
 			if err := guardWrite(f, first); err != nil {
-				return nil, opError(i, op, err)
+				return PatchResult{}, opError(i, op, err)
 			}
 			f.exists, f.content, f.touched = true, o.Content, true
 		case *patch.Delete:
 			if err := guardExisting(f, first, true); err != nil {
-				return nil, opError(i, op, err)
+				return PatchResult{}, opError(i, op, err)
 			}
 			f.exists, f.content, f.touched = false, "", true
 		case *patch.Update:
 			if err := guardExisting(f, first, false); err != nil {
-				return nil, opError(i, op, err)
+				return PatchResult{}, opError(i, op, err)
 			}
 			after, fail := patch.ApplyHunks(f.content, o.Hunks)
 			if fail != nil {
-				return nil, opError(i, op, provider.NewError(provider.CodePatchMismatch, "patch", t.DisplayPath, fail,
+				return PatchResult{}, opError(i, op, provider.NewError(provider.CodePatchMismatch, "patch", t.DisplayPath, fail,
 					"%s; read the file again and rebuild the hunk", fail.Error()))
 			}
 			if o.MoveTo == "" {
@@ -146,18 +146,18 @@ func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.O
 				err = s.denyReadOnly(dst)
 			}
 			if err != nil {
-				return nil, opError(i, op, err)
+				return PatchResult{}, opError(i, op, err)
 			}
 			if dst.Key == t.Key {
-				return nil, opError(i, op, provider.NewError(provider.CodeSameTarget, "patch", t.DisplayPath, nil,
+				return PatchResult{}, opError(i, op, provider.NewError(provider.CodeSameTarget, "patch", t.DisplayPath, nil,
 					"*** Move to: names the file itself (%s); drop the Move to line to update it in place", dst.DisplayPath))
 			}
 			df, dfirst, err := load(dst)
 			if err != nil {
-				return nil, opError(i, op, err)
+				return PatchResult{}, opError(i, op, err)
 			}
 			if err := guardWrite(df, dfirst); err != nil {
-				return nil, opError(i, op, err)
+				return PatchResult{}, opError(i, op, err)
 			}
 			df.exists, df.content, df.crlf, df.touched = true, after, f.crlf, true
 			f.exists, f.content, f.touched = false, "", true
@@ -178,7 +178,7 @@ func (s *Service) atomicPatch(ctx context.Context, a policy.Actor, ops []patch.O
 	}
 	applied, err := s.journal.Apply(ctx, cs, s.commitHooks)
 	if err != nil {
-		return nil, conflictError(err)
+		return PatchResult{}, conflictError(err)
 	}
 	versions := map[string]provider.Version{}
 	for _, f := range applied {

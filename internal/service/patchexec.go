@@ -39,36 +39,45 @@ type preflight struct {
 
 // Patch applies a whole apply_patch text: parse, preflight every operation
 // (nothing is written when any fails), then commit in order with
-// re-acquired guards.
-func (s *Service) Patch(ctx context.Context, c *Caller, p PatchParams) (any, error) {
-	if err := checkCwd(p.Cwd); err != nil {
-		return nil, err
-	}
-	ops, err := patch.Parse(p.Patch)
-	if err != nil {
-		return nil, provider.NewError(provider.CodeInvalidArgument, "patch", "", err,
-			"%s; fix the patch text and send it again (nothing was applied)", err.Error())
-	}
-	if len(ops) == 0 {
-		return nil, provider.NewError(provider.CodeInvalidArgument, "patch", "", nil,
-			"no files were modified: the patch has no operations")
-	}
-	a, err := c.actorFor(p.Session)
-	if err != nil {
-		return nil, s.refusedEarly(c.refusalActor(p.Session), policy.OpPatch, "", err)
-	}
-	sc, err := s.requestScope(c, p.Session, p.Branch)
-	if err != nil {
-		return nil, err
-	}
+// re-acquired guards. Its paths are in the patch text: preflight resolves
+// them, and each operation is finished as it commits.
+func (s *Service) Patch(ctx context.Context, c *Caller, p PatchParams) (PatchResult, error) {
+	var ops []patch.Operation
+	return mutate(ctx, s, c, mutation[PatchResult]{
+		op: policy.OpPatch, session: p.Session, branch: p.Branch, cwd: p.Cwd,
+		check: func() (err error) {
+			if err := checkCwd(p.Cwd); err != nil {
+				return err
+			}
+			if ops, err = patch.Parse(p.Patch); err != nil {
+				return provider.NewError(provider.CodeInvalidArgument, "patch", "", err,
+					"%s; fix the patch text and send it again (nothing was applied)", err.Error())
+			}
+			if len(ops) == 0 {
+				return provider.NewError(provider.CodeInvalidArgument, "patch", "", nil,
+					"no files were modified: the patch has no operations")
+			}
+			return nil
+		},
+		apply: func(ctx context.Context, m mutating) applied[PatchResult] {
+			res, err := s.applyPatch(ctx, m.sc, m.actor, p, ops)
+			return applied[PatchResult]{res: res, err: err, final: true}
+		},
+	})
+}
+
+// applyPatch preflights a parsed patch in sc, then merges it (a stale
+// merge: true patch), applies it all or nothing (atomic, in the
+// workspace) or commits it operation by operation.
+func (s *Service) applyPatch(ctx context.Context, sc Scope, a policy.Actor, p PatchParams, ops []patch.Operation) (PatchResult, error) {
 	_, mergeable := mergeableUpdate(ops, p)
 	merging := p.Merge && mergeable && s.canMerge(sc)
 	plan, err := s.preflightPatch(ctx, sc, a, ops, p.Cwd, p.Unconditional, merging)
 	if p.Merge && provider.CodeOf(err) == provider.CodeStaleVersion {
-		return s.mergePatch(ctx, sc, c, a, p, ops, err)
+		return s.mergePatch(ctx, sc, a, p, ops, err)
 	}
 	if err != nil {
-		return nil, err
+		return PatchResult{}, err
 	}
 	if p.Atomic && sc.Workspace() {
 		return s.atomicPatch(ctx, a, ops, p.Cwd, p.Unconditional)

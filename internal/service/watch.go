@@ -65,21 +65,21 @@ type watchState struct {
 
 // Watch starts a watch; notifications begin once the response with the
 // watch id has been written.
-func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (any, error) {
+func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (WithAfter[WatchResult], error) {
 	sc, br, err := s.watchBranch(c, p.Branch)
 	if err != nil {
-		return nil, err
+		return WithAfter[WatchResult]{}, err
 	}
 	t, err := sc.resolve(ctx, "path", p.Path, p.Cwd)
 	if err != nil {
-		return nil, err
+		return WithAfter[WatchResult]{}, err
 	}
 	if err := mayWatch(ctx, sc.fs, t); err != nil {
-		return nil, err
+		return WithAfter[WatchResult]{}, err
 	}
 	if s.watches.Add(1) > int64(s.cfg.MaxWatches) {
 		s.watches.Add(-1)
-		return nil, &callError{obj: ErrorObject{Code: CodeUnavailable,
+		return WithAfter[WatchResult]{}, &callError{obj: ErrorObject{Code: CodeUnavailable,
 			Message: fmt.Sprintf("the daemon already runs %d watches (its limit); unwatch one or watch a common parent directory recursively instead", s.cfg.MaxWatches)}}
 	}
 	release := func() { s.watches.Add(-1) }
@@ -92,14 +92,14 @@ func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (any, err
 		release()
 		var lost *policy.ChangesLostError
 		if errors.As(err, &lost) {
-			return nil, fmt.Errorf("watch %s: %w", t.DisplayPath, err)
+			return WithAfter[WatchResult]{}, fmt.Errorf("watch %s: %w", t.DisplayPath, err)
 		}
 		if provider.CodeOf(err) == provider.CodeInvalidArgument {
 			msg := fmt.Sprintf("since %d is after the newest change (seq %d); pass a seq a watch or fs.log gave you", since, s.store.LastSeq())
-			return nil, &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: msg,
+			return WithAfter[WatchResult]{}, &callError{obj: ErrorObject{Code: CodeInvalidParams, Message: msg,
 				Data: &ErrorData{Code: provider.CodeInvalidArgument, Path: t.DisplayPath, Message: msg}}}
 		}
-		return nil, fmt.Errorf("watch %s: %w", t.DisplayPath, err)
+		return WithAfter[WatchResult]{}, fmt.Errorf("watch %s: %w", t.DisplayPath, err)
 	}
 	uid := c.peer().UID
 	w := &watchState{
@@ -118,9 +118,9 @@ func (s *Service) Watch(ctx context.Context, c *Caller, p WatchParams) (any, err
 	w.filter.listable[t.DisplayPath], w.filter.listable[path.Dir(t.DisplayPath)] = true, true
 	if !c.transport.AddWatch(w.id, w.stop) {
 		w.stop()
-		return nil, fmt.Errorf("watch %s: the connection is closing", t.DisplayPath)
+		return WithAfter[WatchResult]{}, fmt.Errorf("watch %s: the connection is closing", t.DisplayPath)
 	}
-	return WithAfter{
+	return WithAfter[WatchResult]{
 		Result: WatchResult{Watch: w.id, Seq: since},
 		After:  func() { go s.deliver(c, w) },
 	}, nil
@@ -286,10 +286,10 @@ func visibleTo(ctx context.Context, w *watchState, ev ChangeEvent) (ChangeEvent,
 }
 
 // Unwatch stops a watch of this connection.
-func (s *Service) Unwatch(_ context.Context, c *Caller, p UnwatchParams) (any, error) {
+func (s *Service) Unwatch(_ context.Context, c *Caller, p UnwatchParams) (Empty, error) {
 	stop, ok := c.transport.RemoveWatch(p.Watch)
 	if !ok {
-		return nil, invalidParams("unknown watch %q on this connection; watches belong to the connection that started them", p.Watch)
+		return Empty{}, invalidParams("unknown watch %q on this connection; watches belong to the connection that started them", p.Watch)
 	}
 	stop()
 	return Empty{}, nil

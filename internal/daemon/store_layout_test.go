@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func TestStoreLayout_MigratesOldLayoutAtEveryCrashPoint(t *testing.T) {
 			require.ErrorIs(t, err, errStoreMigrationStopped, "crash after step %d", crashAt)
 		}
 		// The next start finishes the move and finds the records.
-		store, err := openPolicyStore(context.Background(), serveConfig{Source: "/ws", StateDir: state}, log)
+		store, err := OpenStore(context.Background(), StoreConfig{}, "/ws", state, log)
 		require.NoError(t, err, "crash after step %d", crashAt)
 		_, ok := store.Session(id)
 		assert.True(t, ok, "crash after step %d: the session survives the move", crashAt)

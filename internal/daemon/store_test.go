@@ -1,8 +1,7 @@
-package main
+package daemon
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,8 +17,8 @@ import (
 )
 
 func TestStoreFlag_ParsesEtcdURL(t *testing.T) {
-	t.Setenv(envEtcdUser, "agent")
-	t.Setenv(envEtcdPassword, "secret")
+	t.Setenv(EnvEtcdUser, "agent")
+	t.Setenv(EnvEtcdPassword, "secret")
 	cases := []struct {
 		url       string
 		endpoints []string
@@ -27,12 +26,12 @@ func TestStoreFlag_ParsesEtcdURL(t *testing.T) {
 	}{
 		{"etcd://127.0.0.1:2379/team/ws1", []string{"127.0.0.1:2379"}, "/team/ws1/"},
 		{"etcd://a:2379,b:2379,c:2379/ws/", []string{"a:2379", "b:2379", "c:2379"}, "/ws/"},
-		{"etcd://a:2379", []string{"a:2379"}, defaultEtcdPrefix},
-		{"etcd://a:2379/", []string{"a:2379"}, defaultEtcdPrefix},
+		{"etcd://a:2379", []string{"a:2379"}, DefaultEtcdPrefix},
+		{"etcd://a:2379/", []string{"a:2379"}, DefaultEtcdPrefix},
 	}
 	for _, c := range cases {
-		sc := storeConfig{URL: c.url}
-		require.NoError(t, sc.check(), c.url)
+		sc := StoreConfig{URL: c.url}
+		require.NoError(t, sc.Check(), c.url)
 		rest, _ := strings.CutPrefix(c.url, "etcd://")
 		eps, prefix, err := etcdkv.ParseURL(rest)
 		require.NoError(t, err, c.url)
@@ -52,42 +51,40 @@ func TestStoreFlag_RefusesBadValues(t *testing.T) {
 	require.NoError(t, os.WriteFile(junk, []byte("not a certificate"), 0o600))
 	cases := []struct {
 		name string
-		c    storeConfig
+		c    StoreConfig
 		want string
 	}{
-		{"scheme", storeConfig{URL: "http://a:2379/x"}, `unknown store scheme "http": want one of badger, etcd`},
-		{"not a URL", storeConfig{URL: "/var/db"}, "malformed store URL"},
-		{"badger relative", storeConfig{URL: "badger://var/db"}, "want badger:///ABSOLUTE/PATH"},
-		{"badger root", storeConfig{URL: "badger:///"}, "needs a directory"},
-		{"no port", storeConfig{URL: "etcd://a/x"}, "not HOST:PORT"},
-		{"empty host", storeConfig{URL: "etcd://a:1,/x"}, "not HOST:PORT"},
-		{"cert without key", storeConfig{URL: "etcd://a:1/x", Cert: junk}, "go together"},
-		{"missing CA", storeConfig{URL: "etcd://a:1/x", CACert: filepath.Join(dir, "none")}, "--store-cacert"},
-		{"CA not PEM", storeConfig{URL: "etcd://a:1/x", CACert: junk}, "no PEM certificate"},
-		{"bad pair", storeConfig{URL: "etcd://a:1/x", Cert: junk, Key: junk}, "--store-cert/--store-key"},
+		{"scheme", StoreConfig{URL: "http://a:2379/x"}, `unknown store scheme "http": want one of badger, etcd`},
+		{"not a URL", StoreConfig{URL: "/var/db"}, "malformed store URL"},
+		{"badger relative", StoreConfig{URL: "badger://var/db"}, "want badger:///ABSOLUTE/PATH"},
+		{"badger root", StoreConfig{URL: "badger:///"}, "needs a directory"},
+		{"no port", StoreConfig{URL: "etcd://a/x"}, "not HOST:PORT"},
+		{"empty host", StoreConfig{URL: "etcd://a:1,/x"}, "not HOST:PORT"},
+		{"cert without key", StoreConfig{URL: "etcd://a:1/x", Cert: junk}, "go together"},
+		{"missing CA", StoreConfig{URL: "etcd://a:1/x", CACert: filepath.Join(dir, "none")}, "--store-cacert"},
+		{"CA not PEM", StoreConfig{URL: "etcd://a:1/x", CACert: junk}, "no PEM certificate"},
+		{"bad pair", StoreConfig{URL: "etcd://a:1/x", Cert: junk, Key: junk}, "--store-cert/--store-key"},
 	}
 	for _, c := range cases {
-		err := c.c.check()
+		err := c.c.Check()
 		require.Error(t, err, c.name)
 		assert.Contains(t, err.Error(), c.want, c.name)
 	}
-	_, err := parseServeArgs([]string{"--store", "etcd://nohost/x", "src", "mnt"}, io.Discard, io.Discard)
-	require.ErrorContains(t, err, "not HOST:PORT", "serve refuses a bad --store before it starts")
 }
 
-func TestOpenPolicyStore_EtcdIsShared(t *testing.T) {
+func TestOpenStore_EtcdIsShared(t *testing.T) {
 	srv, err := etcdtest.Start(t.TempDir(), etcdtest.Options{})
 	require.NoError(t, err)
 	t.Cleanup(srv.Stop)
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
-	cfgA := serveConfig{Source: "/hostA/ws", StateDir: t.TempDir(), Store: storeConfig{URL: "etcd://" + srv.Endpoint() + "/t"}}
+	cfgA := Config{Source: "/hostA/ws", StateDir: t.TempDir(), Store: StoreConfig{URL: "etcd://" + srv.Endpoint() + "/t"}}
 	cfgB := cfgA
 	cfgB.Source, cfgB.StateDir = "/hostB/ws", t.TempDir()
-	a, err := openPolicyStore(ctx, cfgA, log)
+	a, err := OpenStore(ctx, cfgA.Store, cfgA.Source, cfgA.StateDir, log)
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := openPolicyStore(ctx, cfgB, log)
+	b, err := OpenStore(ctx, cfgB.Store, cfgB.Source, cfgB.StateDir, log)
 	require.NoError(t, err, "two daemons share one etcd (Badger would refuse the second)")
 	defer b.Close()
 	sess, err := a.OpenSession("x")
@@ -96,21 +93,21 @@ func TestOpenPolicyStore_EtcdIsShared(t *testing.T) {
 	assert.True(t, ok)
 
 	srv.Stop()
-	_, err = openPolicyStore(ctx, cfgA, log)
+	_, err = OpenStore(ctx, cfgA.Store, cfgA.Source, cfgA.StateDir, log)
 	require.ErrorContains(t, err, "start etcd or fix --store")
 }
 
-func TestOpenPolicyStore_BadgerURLAndLock(t *testing.T) {
+func TestOpenStore_BadgerURLAndLock(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "records")
-	cfg := serveConfig{Source: "/ws", StateDir: t.TempDir(), Store: storeConfig{URL: "badger://" + dir}}
-	a, err := openPolicyStore(ctx, cfg, log)
+	cfg := Config{Source: "/ws", StateDir: t.TempDir(), Store: StoreConfig{URL: "badger://" + dir}}
+	a, err := OpenStore(ctx, cfg.Store, cfg.Source, cfg.StateDir, log)
 	require.NoError(t, err)
 	defer a.Close()
 	assert.DirExists(t, dir, "badger:///PATH puts the database at PATH")
 	cfg.StateDir = t.TempDir()
-	_, err = openPolicyStore(ctx, cfg, log)
+	_, err = OpenStore(ctx, cfg.Store, cfg.Source, cfg.StateDir, log)
 	require.ErrorIs(t, err, kv.ErrLocked, "a second daemon on one Badger directory is refused")
 	assert.ErrorContains(t, err, "another dshmount daemon uses badger://"+dir)
 }
