@@ -15,7 +15,7 @@ import (
 // ChmodStat: chmod by name and fchmod by descriptor set the permission
 // bits stat reports (files and directories), and change the ctime; chmod
 // of a missing name is ENOENT.
-func ChmodStat(t *testing.T, dir string, _ Backend) {
+func ChmodStat(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("f", "x")
 	before := f.lstat("f")
@@ -37,7 +37,7 @@ func ChmodStat(t *testing.T, dir string, _ Backend) {
 // Utimes: utimensat sets access and modification times to the
 // nanosecond, UTIME_OMIT leaves one alone, and AT_SYMLINK_NOFOLLOW sets a
 // symbolic link's own times.
-func Utimes(t *testing.T, dir string, _ Backend) {
+func Utimes(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("f", "x")
 	at, mt := unix.Timespec{Sec: 1_000_000_000, Nsec: 123_456_789}, unix.Timespec{Sec: 1_500_000_000, Nsec: 5}
@@ -60,7 +60,7 @@ func Utimes(t *testing.T, dir string, _ Backend) {
 // StatFields: a new file belongs to the caller, has one link, the size
 // written, blocks for its bytes and a stable inode number; a write later
 // moves mtime and ctime forward; a directory has at least two links.
-func StatFields(t *testing.T, dir string, _ Backend) {
+func StatFields(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	fd := f.open("f", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o640)
 	f.pwrite(fd, strings.Repeat("s", 5000), 0)
@@ -94,7 +94,7 @@ func StatFields(t *testing.T, dir string, _ Backend) {
 // Xattrs: a user extended attribute reads back, XATTR_CREATE refuses an
 // existing one (EEXIST), XATTR_REPLACE a missing one (ENODATA), it is
 // listed, and removed it is ENODATA.
-func Xattrs(t *testing.T, dir string, _ Backend) {
+func Xattrs(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("f", "x")
 	p := f.p("f")

@@ -15,7 +15,7 @@ import (
 // CreateWriteRead: a created file reads back what was written, through
 // the descriptor before close and through the name after; a write in the
 // middle replaces bytes in place.
-func CreateWriteRead(t *testing.T, dir string, _ Backend) {
+func CreateWriteRead(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	fd := f.open("f", unix.O_CREAT|unix.O_EXCL|unix.O_RDWR, 0o644)
 	f.pwrite(fd, "hello", 0)
@@ -31,7 +31,7 @@ func CreateWriteRead(t *testing.T, dir string, _ Backend) {
 
 // AppendWrite: every write through an O_APPEND descriptor lands at the end
 // of the file, whatever the descriptor's offset and whoever else wrote.
-func AppendWrite(t *testing.T, dir string, _ Backend) {
+func AppendWrite(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("f", "ab")
 	fd := f.open("f", unix.O_WRONLY|unix.O_APPEND, 0)
@@ -51,7 +51,7 @@ func AppendWrite(t *testing.T, dir string, _ Backend) {
 }
 
 // TruncatePath: truncate by name shrinks a file and grows it with zeros.
-func TruncatePath(t *testing.T, dir string, _ Backend) {
+func TruncatePath(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("f", "0123456789")
 	require.NoError(t, unix.Truncate(f.p("f"), 4))
@@ -65,7 +65,7 @@ func TruncatePath(t *testing.T, dir string, _ Backend) {
 // Ftruncate: truncating an open descriptor after unflushed writes keeps
 // the prefix; a later write beyond the end leaves a hole of zeros; the
 // name shows it before and after close.
-func Ftruncate(t *testing.T, dir string, _ Backend) {
+func Ftruncate(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	fd := f.open("f", unix.O_CREAT|unix.O_RDWR, 0o644)
 	f.pwrite(fd, "0123456789", 0)
@@ -78,10 +78,11 @@ func Ftruncate(t *testing.T, dir string, _ Backend) {
 	assert.EqualValues(t, 7, f.lstat("f").Size)
 }
 
-// UnlinkOpenFile: an unlinked file stays readable and writable through a
-// descriptor opened before; its name is gone at once; fstat says no link
-// is left.
-func UnlinkOpenFile(t *testing.T, dir string, _ Backend) {
+// UnlinkOpenFile: an unlinked file stays readable through a descriptor
+// opened before, and writable unless the process is bound (the guard
+// refuses a write whose name no longer holds the file: ESTALE); its name
+// is gone at once; fstat says no link is left.
+func UnlinkOpenFile(t *testing.T, dir string, m Mount) {
 	f := fx{t, dir}
 	f.write("f", "data")
 	fd := f.open("f", unix.O_RDWR, 0)
@@ -89,11 +90,18 @@ func UnlinkOpenFile(t *testing.T, dir string, _ Backend) {
 	f.missing("f")
 	assert.Equal(t, []string{}, f.names("."))
 	assert.Equal(t, "data", f.pread(fd, 10, 0))
-	f.pwrite(fd, "DATA+", 0)
-	assert.Equal(t, "DATA+", f.pread(fd, 10, 0))
+	want := "DATA+"
+	if m.Bound {
+		_, err := unix.Pwrite(fd, []byte("DATA+"), 0)
+		require.ErrorIs(t, err, unix.ESTALE, "a bound write to an unlinked file")
+		want = "data"
+	} else {
+		f.pwrite(fd, "DATA+", 0)
+	}
+	assert.Equal(t, want, f.pread(fd, 10, 0))
 	st := f.fstat(fd)
 	assert.EqualValues(t, 0, st.Nlink, "fstat of an unlinked file")
-	assert.EqualValues(t, 5, st.Size)
+	assert.EqualValues(t, len(want), st.Size)
 	f.close(fd)
 	f.missing("f")
 }
@@ -101,7 +109,7 @@ func UnlinkOpenFile(t *testing.T, dir string, _ Backend) {
 // CreateExclusive: O_CREAT|O_EXCL creates a new file and refuses an
 // existing name (a file or a dangling symbolic link) with EEXIST; O_CREAT
 // alone opens an existing file without truncating it.
-func CreateExclusive(t *testing.T, dir string, _ Backend) {
+func CreateExclusive(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	fd := f.open("f", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o600)
 	f.pwrite(fd, "first", 0)
@@ -119,7 +127,7 @@ func CreateExclusive(t *testing.T, dir string, _ Backend) {
 
 // Fsync: fsync and fdatasync of a written file and fsync of its directory
 // succeed, and the bytes are visible through the name before close.
-func Fsync(t *testing.T, dir string, _ Backend) {
+func Fsync(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	fd := f.open("f", unix.O_CREAT|unix.O_RDWR, 0o644)
 	f.pwrite(fd, "durable", 0)
@@ -137,7 +145,7 @@ func Fsync(t *testing.T, dir string, _ Backend) {
 // MmapWriteThenRead: stores through a shared mapping reach the file (read
 // through another descriptor and the name), and a write through a
 // descriptor is seen through a new mapping.
-func MmapWriteThenRead(t *testing.T, dir string, _ Backend) {
+func MmapWriteThenRead(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	page := os.Getpagesize()
 	fd := f.open("f", unix.O_CREAT|unix.O_RDWR, 0o644)
@@ -169,7 +177,7 @@ func MmapWriteThenRead(t *testing.T, dir string, _ Backend) {
 // LargeSparseWrite: a write a gibibyte past the start makes a file of that
 // size whose hole reads as zeros and takes (almost) no blocks; an 8 MiB
 // write in one call reads back byte for byte.
-func LargeSparseWrite(t *testing.T, dir string, _ Backend) {
+func LargeSparseWrite(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	const far = 1 << 30
 	fd := f.open("sparse", unix.O_CREAT|unix.O_RDWR, 0o644)
@@ -199,7 +207,7 @@ func LargeSparseWrite(t *testing.T, dir string, _ Backend) {
 // OpenFileAcrossRename: a descriptor keeps its file when the name moves
 // (into another directory): its writes show under the new name, the old
 // name is gone.
-func OpenFileAcrossRename(t *testing.T, dir string, _ Backend) {
+func OpenFileAcrossRename(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("a", "abc")
 	require.NoError(t, os.Mkdir(f.p("d"), 0o755))

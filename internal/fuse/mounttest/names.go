@@ -14,7 +14,7 @@ import (
 // RenameOverExistingFile: a rename over an existing file replaces it in
 // one step (the new bytes under the old name, the source name gone), and
 // a descriptor open on the replaced file still reads the old bytes.
-func RenameOverExistingFile(t *testing.T, dir string, _ Backend) {
+func RenameOverExistingFile(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("a", "new")
 	f.write("b", "old")
@@ -30,7 +30,7 @@ func RenameOverExistingFile(t *testing.T, dir string, _ Backend) {
 
 // RenameDirectory: a directory renamed keeps its children under the new
 // name; a file moves between directories.
-func RenameDirectory(t *testing.T, dir string, _ Backend) {
+func RenameDirectory(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	require.NoError(t, os.MkdirAll(f.p("d/sub"), 0o755))
 	f.write("d/f", "x")
@@ -49,7 +49,7 @@ func RenameDirectory(t *testing.T, dir string, _ Backend) {
 // RenameDirOntoEmptyDir: renaming a directory onto an empty one replaces
 // it on the disk, and onto a non-empty one is ENOTEMPTY; a branch refuses
 // both with EXDEV by design (docs/branches.md), leaving both directories.
-func RenameDirOntoEmptyDir(t *testing.T, dir string, b Backend) {
+func RenameDirOntoEmptyDir(t *testing.T, dir string, m Mount) {
 	f := fx{t, dir}
 	require.NoError(t, os.Mkdir(f.p("d"), 0o755))
 	f.write("d/f", "x")
@@ -58,12 +58,12 @@ func RenameDirOntoEmptyDir(t *testing.T, dir string, b Backend) {
 	f.write("full/h", "h")
 	err := unix.Rename(f.p("d"), f.p("full"))
 	want := unix.ENOTEMPTY
-	if b == Branch {
+	if m.Backend == Branch {
 		want = unix.EXDEV
 	}
 	require.ErrorIs(t, err, want, "rename onto a non-empty directory")
 	err = unix.Rename(f.p("d"), f.p("empty"))
-	if b == Branch {
+	if m.Backend == Branch {
 		require.ErrorIs(t, err, unix.EXDEV, "a branch refuses renaming onto an existing directory")
 		assert.Equal(t, []string{"d", "empty", "full"}, f.names("."))
 		assert.Equal(t, "x", f.read("d/f"))
@@ -77,7 +77,7 @@ func RenameDirOntoEmptyDir(t *testing.T, dir string, b Backend) {
 // MkdirRmdir: mkdir makes a directory with the mode asked (less the
 // umask), refuses an existing name; rmdir refuses a non-empty directory
 // and a file, removes an empty one.
-func MkdirRmdir(t *testing.T, dir string, _ Backend) {
+func MkdirRmdir(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	require.NoError(t, unix.Mkdir(f.p("d"), 0o750))
 	st := f.lstat("d")
@@ -97,7 +97,7 @@ func MkdirRmdir(t *testing.T, dir string, _ Backend) {
 
 // ReadDirEntries: a listing has every entry once, with its type, and "."
 // and "..".
-func ReadDirEntries(t *testing.T, dir string, _ Backend) {
+func ReadDirEntries(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	var want []string
 	for _, n := range []string{"f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7"} {
@@ -127,7 +127,7 @@ func ReadDirEntries(t *testing.T, dir string, _ Backend) {
 // ReadDirOffsets: seeking a directory to an entry's offset continues the
 // listing after that entry; seeking to 0 after changes lists the
 // directory as it is now.
-func ReadDirOffsets(t *testing.T, dir string, _ Backend) {
+func ReadDirOffsets(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	for i := range 40 {
 		f.write(entryName(i), "")
@@ -154,7 +154,7 @@ func ReadDirOffsets(t *testing.T, dir string, _ Backend) {
 // ReadDirAcrossChanges: a listing continued after entries were removed
 // and added lists every entry nobody touched exactly once, and no entry
 // twice (POSIX leaves open whether the changed ones appear).
-func ReadDirAcrossChanges(t *testing.T, dir string, _ Backend) {
+func ReadDirAcrossChanges(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	for i := range 40 {
 		f.write(entryName(i), "")
@@ -193,7 +193,7 @@ func ReadDirAcrossChanges(t *testing.T, dir string, _ Backend) {
 // SymlinkReadlink: a symbolic link reads back its target, lstat shows a
 // link the size of the target, stat and open follow it (through a
 // directory too), a dangling one reads back and does not resolve.
-func SymlinkReadlink(t *testing.T, dir string, _ Backend) {
+func SymlinkReadlink(t *testing.T, dir string, _ Mount) {
 	f := fx{t, dir}
 	f.write("target", "target bytes")
 	require.NoError(t, unix.Symlink("target", f.p("l")))
@@ -230,11 +230,11 @@ func SymlinkReadlink(t *testing.T, dir string, _ Backend) {
 // other, removing one name keeps the other). A branch refuses it with
 // EXDEV by design (docs/branches.md: `cp`, `git` and editors fall back to
 // a copy), leaving the source alone.
-func HardLink(t *testing.T, dir string, b Backend) {
+func HardLink(t *testing.T, dir string, m Mount) {
 	f := fx{t, dir}
 	f.write("a", "one")
 	err := unix.Link(f.p("a"), f.p("b"))
-	if b == Branch {
+	if m.Backend == Branch {
 		require.ErrorIs(t, err, unix.EXDEV, "a branch refuses hard links")
 		f.missing("b")
 		assert.EqualValues(t, 1, f.lstat("a").Nlink)

@@ -49,9 +49,29 @@ func (b Backend) String() string {
 	return "disk"
 }
 
-// Case is one behaviour: it runs in dir, an empty directory it owns, on a
-// mount served by b.
-type Case func(t *testing.T, dir string, b Backend)
+// Mount is what serves the directory a case runs in, and how the
+// process running the case is bound: the columns of the outcomes decided
+// by design.
+type Mount struct {
+	Backend Backend
+	// Bound is set when the process runs bound to a session (dshmount
+	// exec): the guard then refuses a write through a descriptor whose
+	// name no longer holds the file with ESTALE (docs/guard.md, "the name
+	// must still hold the file").
+	Bound bool
+}
+
+// String names the mount in test output.
+func (m Mount) String() string {
+	if m.Bound {
+		return m.Backend.String() + ", bound"
+	}
+	return m.Backend.String() + ", unbound"
+}
+
+// Case is one behaviour: it runs in dir, an empty directory it owns, on
+// mount m.
+type Case func(t *testing.T, dir string, m Mount)
 
 // All holds every case by name.
 var All = map[string]Case{
@@ -92,13 +112,13 @@ func Names() []string {
 
 // Run runs every case of All as a subtest named after it, each in a new
 // directory root/<name>.
-func Run(t *testing.T, root string, b Backend) {
+func Run(t *testing.T, root string, m Mount) {
 	t.Helper()
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(root, name)
 			require.NoError(t, os.MkdirAll(dir, 0o755))
-			All[name](t, dir, b)
+			All[name](t, dir, m)
 		})
 	}
 }

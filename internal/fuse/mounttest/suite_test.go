@@ -8,5 +8,5 @@ import (
 // is the reference the mounts are held to, so a case that fails here is a
 // wrong case, not a wrong mount.
 func TestSuite_PassesOnTheDisk(t *testing.T) {
-	Run(t, t.TempDir(), Disk)
+	Run(t, t.TempDir(), Mount{Backend: Disk})
 }
