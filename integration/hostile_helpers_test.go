@@ -58,6 +58,8 @@ func init() {
 		os.Exit(runFSXHelper(os.Stdout))
 	case helperPosixBound:
 		os.Exit(runPosixBoundHelper())
+	case helperMountSuite:
+		os.Exit(runMountSuiteHelper())
 	default:
 		fmt.Fprintf(os.Stderr, "integration helper: unknown %s=%q\n", helperEnv, os.Getenv(helperEnv))
 		os.Exit(2)

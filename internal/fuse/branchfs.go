@@ -358,12 +358,19 @@ func (bb *branchBackend) dirStream(n *node, rel string) (fs.DirStream, error) {
 	if err != nil {
 		return nil, n.staleIfGone(err)
 	}
-	list, err := bb.children(rel)
-	if err != nil {
-		return nil, n.staleIfGone(err)
+	list := func() ([]gofuse.DirEntry, error) {
+		list, err := bb.children(rel)
+		if err != nil {
+			return nil, n.staleIfGone(err)
+		}
+		dots := []gofuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
+		return append(dots, list...), nil
 	}
-	dots := []gofuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
-	return fs.NewListDirStream(append(dots, list...)), nil
+	ds, err := newRelisting(list)
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
 }
 
 // BaseObserver is, for a branch mount, the policy.Observer to add to the

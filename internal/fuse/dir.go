@@ -157,3 +157,68 @@ func (n *node) openDirStream(rel string) (fs.DirStream, syscall.Errno) {
 	}
 	return ds, 0
 }
+
+// relisting is a directory listing made in memory (a branch's merged
+// children) that a seek to its start makes again: rewinddir(3) must show
+// the directory as it is now, as the backing directory's stream does. A
+// seek elsewhere keeps the listing, so the offsets the kernel holds stay
+// valid.
+type relisting struct {
+	list    func() ([]gofuse.DirEntry, error)
+	entries []gofuse.DirEntry
+	idx     int
+}
+
+var (
+	_ fs.DirStream        = (*relisting)(nil)
+	_ fs.FileReaddirenter = (*relisting)(nil)
+	_ fs.FileSeekdirer    = (*relisting)(nil)
+)
+
+// newRelisting lists once with list and returns the stream.
+func newRelisting(list func() ([]gofuse.DirEntry, error)) (*relisting, error) {
+	entries, err := list()
+	if err != nil {
+		return nil, err
+	}
+	return &relisting{list: list, entries: entries}, nil
+}
+
+// HasNext implements fs.DirStream.
+func (r *relisting) HasNext() bool { return r.idx < len(r.entries) }
+
+// Next implements fs.DirStream; an entry's offset is its position + 1.
+func (r *relisting) Next() (gofuse.DirEntry, syscall.Errno) {
+	e := r.entries[r.idx]
+	r.idx++
+	e.Off = uint64(r.idx)
+	return e, 0
+}
+
+// Close implements fs.DirStream.
+func (r *relisting) Close() {}
+
+// Readdirent implements fs.FileReaddirenter.
+func (r *relisting) Readdirent(context.Context) (*gofuse.DirEntry, syscall.Errno) {
+	if !r.HasNext() {
+		return nil, 0
+	}
+	e, errno := r.Next()
+	return &e, errno
+}
+
+// Seekdir implements fs.FileSeekdirer: 0 lists the directory again.
+func (r *relisting) Seekdir(_ context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		entries, err := r.list()
+		if err != nil {
+			return errnoOf(err)
+		}
+		r.entries = entries
+	}
+	if off > uint64(len(r.entries)) {
+		return syscall.EINVAL
+	}
+	r.idx = int(off)
+	return 0
+}

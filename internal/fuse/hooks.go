@@ -29,6 +29,7 @@ type mountState struct {
 	rootDev   uint64
 	asRoot    bool               // the daemon runs as root: created files are chowned to the caller
 	vers      *version.Versioner // content versions, shared with the provider
+	kernel    *kernelCalls       // the node bridge's calls into the kernel, to the Transport's Conn
 	closed    atomic.Bool
 	callers   callerCache  // calling threads' processes and sessions
 	dirs      *dirFds      // cached directory descriptors (nil: none; dirfds.go)

@@ -65,7 +65,8 @@ func Mount(mountpoint string, cfg Config) (*Server, error) {
 // Close drops one that is never served.
 type FileSystem struct {
 	// Raw is the raw file system a Transport serves: the node tree,
-	// behind the release gate, behind the request counter.
+	// behind the release gate, with Init stopped (keepCallbacks), behind
+	// the request counter.
 	Raw gofuse.RawFileSystem
 	// Options are the mount options Raw expects (capabilities, request
 	// sizes, the panic handler).
@@ -102,6 +103,7 @@ func NewFileSystem(cfg Config) (*FileSystem, error) {
 		rootDev: rootStat.st.Dev,
 		asRoot:  euidIsRoot(),
 		vers:    cfg.Local.Versioner(),
+		kernel:  &kernelCalls{},
 	}
 	m.be = wsBackend{m}
 	if cfg.Branch != nil {
@@ -158,12 +160,14 @@ func NewFileSystem(cfg Config) (*FileSystem, error) {
 		NegativeTimeout: negativeTimeout(cfg.NegativeTimeout),
 		Logger:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		RootStableAttr:  &fs.StableAttr{Ino: rootAttr.Ino, Gen: rootAttr.Gen},
+		// The bridge's calls into the kernel go to the Transport's Conn.
+		ServerCallbacks: m.kernel,
 	}
 	cfg.Engine.AddObserver(m.xattrs.observe)
 	requests := &reqcount.Counts{}
 	m.releases = &releaseGate{RawFileSystem: fs.NewNodeFS(rootNode, opts)}
 	return &FileSystem{
-		Raw:      reqcount.Wrap(m.releases, requests),
+		Raw:      reqcount.Wrap(keepCallbacks{m.releases}, requests),
 		Options:  opts.MountOptions,
 		state:    m,
 		requests: requests,
@@ -181,7 +185,7 @@ func (f *FileSystem) Serve(t Transport, mountpoint string) (*Server, error) {
 		f.Close()
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	conn, err := t.Serve(f.Raw, mp, &f.Options)
+	conn, err := t.Serve(f.Raw, mp, &f.Options, m.kernel.attach)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("mount %s at %s: %w", m.root, mp, err)

@@ -29,17 +29,17 @@ type recordingTransport struct {
 	mp     string
 }
 
-func (r *recordingTransport) Serve(fsys gofuse.RawFileSystem, mp string, opts *gofuse.MountOptions) (Conn, error) {
+func (r *recordingTransport) Serve(fsys gofuse.RawFileSystem, mp string, opts *gofuse.MountOptions, attach func(Conn)) (Conn, error) {
 	r.served, r.mp = fsys, mp
 	if r.err != nil {
 		return nil, r.err
 	}
-	return r.next.Serve(fsys, mp, opts)
+	return r.next.Serve(fsys, mp, opts, attach)
 }
 
 // newUnservedFS builds the file system of a fresh workspace without
 // mounting it; it returns the workspace and the mountpoint directory.
-func newUnservedFS(t *testing.T) (f *FileSystem, src, mnt string) {
+func newUnservedFS(t *testing.T, adjust ...func(*Config)) (f *FileSystem, src, mnt string) {
 	t.Helper()
 	dir := t.TempDir()
 	src, mnt = filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
@@ -56,7 +56,11 @@ func newUnservedFS(t *testing.T) (f *FileSystem, src, mnt string) {
 	})
 	view, err := viewrules.New(lfs, viewrules.Rules{})
 	require.NoError(t, err)
-	f, err = NewFileSystem(Config{Local: lfs, View: view, Engine: policy.NewEngine(store, view), Logger: quiet})
+	cfg := Config{Local: lfs, View: view, Engine: policy.NewEngine(store, view), Logger: quiet}
+	for _, a := range adjust {
+		a(&cfg)
+	}
+	f, err = NewFileSystem(cfg)
 	require.NoError(t, err)
 	return f, src, mnt
 }

@@ -49,6 +49,7 @@ func Table() map[string]int {
 		"internal/proctest":                  Pure,
 		"internal/layers":                    Pure,
 		"internal/fuse/reqcount":             Pure,
+		"internal/fuse/mounttest":            Pure,
 		"internal/shardcache":                Pure,
 		"internal/provider/eol":              Pure,
 		"internal/provider/version":          Primitives,
