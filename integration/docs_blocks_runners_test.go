@@ -46,19 +46,21 @@ func freeAddr(t *testing.T) string {
 func runMainVerbs(t *testing.T, b docBlock) {
 	s := newScratch(t, map[string]string{
 		"go.mod":       "module example.com/project\n\ngo 1.21\n",
-		"main.go":      "package main\n\nfunc foo() {}\n\nfunc main() { foo() }\n",
+		"main.go":      "package main\n\nfunc foo() {}\n\nfunc main() {}\n",
 		"old.go":       "package main\n",
 		"tmp.txt":      "scratch\n",
 		"src/a.txt":    "a\n",
-		"change.patch": "*** Begin Patch\n*** Update File: src/a.txt\n@@\n-a\n+b\n*** End Patch\n",
+		"change.patch": "*** Begin Patch\n*** Add File: src/b.txt\n+b\n*** End Patch\n",
 	})
 	script := s.paths(b.Body)
-	script = regexp.MustCompile(`(?m)^(dshmount watch .*)$`).ReplaceAllString(script, "timeout 2 $1 || test $$? -eq 124")
-	out := s.mustRun(s.project, waitForServe(script), "")
+	script = regexp.MustCompile(`(?m)^(dshmount watch [^#]*?)\s*(#.*)?$`).ReplaceAllString(script, "timeout 2 $1 || test $$? -eq 124")
+	out := s.mustRun(s.project, s.waitForServe(script), "")
 	t.Log(out)
 	got, err := os.ReadFile(filepath.Join(s.project, "main.go"))
 	require.NoError(t, err)
 	assert.Contains(t, string(got), "func bar()", "the edit landed")
+	assert.FileExists(t, filepath.Join(s.project, "src", "b.txt"), "the patch landed")
+	assert.FileExists(t, filepath.Join(s.project, "util.go"), "mv moved old.go")
 	assert.NoFileExists(t, filepath.Join(s.project, "tmp.txt"), "rm removed tmp.txt")
 	assert.False(t, mounted(s.mnt), "unmounted")
 }
@@ -234,13 +236,17 @@ func runSeveralMachines(t *testing.T, b docBlock) {
 			fmt.Fprintf(&run, "%s --listen-peer-urls http://%s --initial-advertise-peer-urls http://%s --initial-cluster default=http://%s >%s/etcd.log 2>&1 &\necho $! >%s\n",
 				code, peer, peer, peer, s.root, etcdPid)
 			fmt.Fprintf(&run, "for i in $(seq 300); do (echo >/dev/tcp/%s) 2>/dev/null && break; sleep 0.1; done\n", strings.Replace(client, ":", "/", 1))
+		case code == "mkdir -p ~/ws":
+			fmt.Fprintf(&run, "(HOME=%s; mkdir -p ~/ws)\n(HOME=%s; mkdir -p ~/ws)\n", homeA, homeB)
 		case strings.HasPrefix(code, "dshmount serve "):
+			// ~ expands with the host's HOME (the daemon's default state
+			// directory is below it too)
 			home := homeA
 			if strings.HasSuffix(strings.TrimSpace(line), "host B") {
 				home = homeB
 			}
 			code = strings.NewReplacer("10.0.0.5:2379", client, "/mnt/shared/ws", s.project, "/nfs/ws", nfs).Replace(code)
-			run.WriteString(waitForServe("HOME="+home+" "+code+" &\n") + "\n")
+			fmt.Fprintf(&run, "export HOME=%s\n%s\n", home, s.waitForServe(code+" &\n"))
 		default:
 			t.Fatalf("a line of the block this runner does not know: %q", line)
 		}

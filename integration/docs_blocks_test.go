@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +104,7 @@ var docBlockRunners = map[string]func(t *testing.T, b docBlock){
 	"README.md: dshmount serve --state /var/lib/dsh/project ~/src/project /mnt/project &":                                           runMainVerbs,
 	"README.md: $ export DSH_SESSION=$(dshmount session open --name agent)":                                                         runExecTranscript,
 	"README.md: git config core.fsmonitor \"dshmount fsmonitor\"":                                                                   runFsmonitorConfig,
-	"docs/branches.md: $ dshmount branch create fix-login --mount ~/fix-login     # a second mount, same tree":                      runBranchMountSession,
+	"docs/branches.md: $ mkdir ~/fix-login                                         # a branch mount's directory must exist":         runBranchMountSession,
 	"docs/branches.md: → {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"branch.create\",\"params\":{\"name\":\"fix-login\"}}":           runBranchSocketLoop,
 	"docs/branches.md: $ dshmount edit --branch fix login.go --old 'if user == \"\" {' --new 'if user == \"\" || len(user) > 64 {'": runBranchRebaseSession,
 	"docs/guard.md: $ export DSH_SESSION=$(dshmount session open --name agent)":                                                     runExecTranscript,
@@ -146,14 +145,15 @@ func TestDocBlocks_EachIsRunOrExempt(t *testing.T) {
 func TestDocBlocks_Run(t *testing.T) {
 	requireFUSE(t)
 	blocks := allDocBlocks(t)
-	sort.SliceStable(blocks, func(i, j int) bool { return blocks[i].File < blocks[j].File })
+	n := map[string]int{} // a block's number in its file, from 1
 	for _, b := range blocks {
 		run, ok := docBlockRunners[b.key()]
 		if !ok {
+			n[b.File]++
 			continue
 		}
-		name := strings.NewReplacer("/", "_", " ", "_").Replace(b.File + "_" + strings.Fields(b.Body)[0] + fmt.Sprint(len(b.Body)))
-		t.Run(name, func(t *testing.T) { run(t, b) })
+		n[b.File]++
+		t.Run(fmt.Sprintf("%s#%d", b.File, n[b.File]), func(t *testing.T) { run(t, b) })
 	}
 }
 
@@ -163,6 +163,7 @@ type scratch struct {
 	t                        *testing.T
 	root, home, project, mnt string
 	env                      []string
+	serves                   int // daemons started, for their log names
 }
 
 // newScratch makes a scratch project holding files (relative path →
@@ -193,9 +194,14 @@ func newScratch(t *testing.T, files map[string]string) *scratch {
 			}
 		}
 	})
-	goCache, _ := exec.Command("go", "env", "GOCACHE").Output()
+	// Go keeps its caches below $HOME: the scratch home must not make it
+	// build and download everything again.
+	goEnv, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	require.NoError(t, err)
+	g := strings.Split(strings.TrimSpace(string(goEnv)), "\n")
+	require.Len(t, g, 3)
 	s.env = append(os.Environ(), "HOME="+s.home, "PATH="+filepath.Dir(dshBinary)+":"+os.Getenv("PATH"),
-		"DSH_SOCKET=", "DSH_SESSION=", "GOCACHE="+strings.TrimSpace(string(goCache)), "GOTOOLCHAIN=local", "GOFLAGS=")
+		"DSH_SOCKET=", "DSH_SESSION=", "GOCACHE="+g[0], "GOMODCACHE="+g[1], "GOPATH="+g[2], "GOTOOLCHAIN=local", "GOFLAGS=")
 	return s
 }
 
@@ -229,12 +235,11 @@ var serveLine = regexp.MustCompile(`(?m)^(dshmount serve [^&#]*)&(.*)$`)
 // waitForServe makes every backgrounded `dshmount serve` of script log to a
 // file of its own and waits for its "ready" line, as a script must (the
 // documents' `&` alone would race the next command).
-func waitForServe(script string) string {
-	n := 0
+func (s *scratch) waitForServe(script string) string {
 	return serveLine.ReplaceAllStringFunc(script, func(line string) string {
-		n++
+		s.serves++
 		m := serveLine.FindStringSubmatch(line)
-		log := fmt.Sprintf(`"$HOME/serve-%d.log"`, n)
+		log := fmt.Sprintf(`"%s/serve-%d.log"`, s.home, s.serves)
 		return fmt.Sprintf("%s>%s 2>&1 &%s\nfor i in $(seq 300); do grep -q ready %s && break; sleep 0.1; done\ngrep -q ready %s || { cat %s; exit 1; }",
 			m[1], log, m[2], log, log, log)
 	})
@@ -372,7 +377,7 @@ func personSaves(cmd string) string {
 // quick start does, with its socket found from inside the mount.
 func (s *scratch) serve(extra string) {
 	s.t.Helper()
-	s.mustRun(s.root, waitForServe(s.paths("dshmount serve "+extra+"~/src/project /mnt/project &\n")), "")
+	s.mustRun(s.root, s.waitForServe(s.paths("dshmount serve "+extra+"~/src/project /mnt/project &\n")), "")
 }
 
 func runByQuickStartTest(t *testing.T, b docBlock) {
@@ -405,7 +410,7 @@ func runMakeInstall(t *testing.T, b docBlock) {
 // runServeUnmount runs operations.md's serve and unmount.
 func runServeUnmount(t *testing.T, b docBlock) {
 	s := newScratch(t, map[string]string{"a.txt": "a\n"})
-	s.mustRun(s.root, waitForServe(s.paths(b.Body)), "")
+	s.mustRun(s.root, s.waitForServe(s.paths(b.Body)), "")
 	assert.False(t, mounted(s.mnt), "unmounted when unmount returns")
 	logs, _ := os.ReadFile(filepath.Join(s.home, "serve-1.log"))
 	assert.Regexp(t, `ready mount=\S+ socket=\S+`, string(logs), "serve prints what the comment says")
