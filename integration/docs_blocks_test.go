@@ -153,7 +153,7 @@ func TestDocBlocks_Run(t *testing.T) {
 			continue
 		}
 		n[b.File]++
-		t.Run(fmt.Sprintf("%s#%d", b.File, n[b.File]), func(t *testing.T) { run(t, b) })
+		t.Run(fmt.Sprintf("%s_%d", strings.ReplaceAll(b.File, "/", "_"), n[b.File]), func(t *testing.T) { run(t, b) })
 	}
 }
 
