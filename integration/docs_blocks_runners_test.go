@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -115,7 +117,8 @@ func runBranchMountSession(t *testing.T, b docBlock) {
 // runBranchSocketLoop sends branches.md's agent loop to the socket, one
 // line each; between the edit and the commit a person changes the file in
 // the workspace, as the refused commit shown says. Each response the
-// document shows must match ("…" stands for anything; the session id the
+// document shows must match ("…" stands for any text within one JSON
+// string; the session id the
 // daemon returns replaces "s-…" in later requests).
 func runBranchSocketLoop(t *testing.T, b docBlock) {
 	d := startDaemon(t, daemonOptions{Files: map[string]string{"auth/login.go": branchLoginGo}})
@@ -166,7 +169,8 @@ func runBranchSocketLoop(t *testing.T, b docBlock) {
 			assert.NotContains(t, got, `"error"`, "%s", send)
 			continue
 		}
-		pattern := "^" + strings.ReplaceAll(regexp.QuoteMeta(st.want), "…", ".*") + "$"
+		t.Logf("← %s", got)
+		pattern := "^" + strings.ReplaceAll(regexp.QuoteMeta(st.want), "…", `[^"]*`) + "$"
 		assert.Regexp(t, pattern, got, "the response shown for %s", send)
 	}
 }
@@ -307,4 +311,83 @@ cat %[2]s/watch.out`, lines[0].Cmd, s.root, s.project), "")
 	out2 := s.mustRun(s.mnt, "timeout 2 "+since+" || test $? -eq 124", "")
 	assert.Equal(t, lines[1].Want, out2, "nothing happened since the last seq")
 	s.mustRun(s.root, s.paths("dshmount unmount /mnt/project"), "")
+}
+
+// mcpTools starts the MCP server command line args (the document's
+// socket path replaced by d's), initializes an MCP session over its stdio
+// and returns the names of the tools it lists.
+func mcpTools(t *testing.T, d *daemon, args []string) []string {
+	t.Helper()
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "/path/to/control.sock", d.Socket)
+	}
+	require.Equal(t, "dshmount", args[0])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, dshBinary, args[1:]...)
+	cmd.Dir = "/"
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	for _, req := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"docs","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+	} {
+		_, err := stdin.Write([]byte(req + "\n"))
+		require.NoError(t, err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		var resp struct {
+			ID     int `json:"id"`
+			Result struct {
+				Tools []struct{ Name string } `json:"tools"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(sc.Bytes(), &resp) != nil || resp.ID != 2 {
+			continue
+		}
+		var names []string
+		for _, tool := range resp.Result.Tools {
+			names = append(names, tool.Name)
+		}
+		return names
+	}
+	t.Fatalf("no tools/list answer from %q: %v\n%s", args, sc.Err(), stderr.String())
+	return nil
+}
+
+// mcpDocTools are the tools the documents say `dshmount mcp` serves.
+var mcpDocTools = []string{"read", "write", "edit", "apply_patch", "move", "delete", "list", "stat"}
+
+// runMCPRegistration runs the command a `claude mcp add` line registers
+// (the part after "--"; Claude Code itself is not installed where the
+// tests run) with a daemon's socket, and checks the tools it serves.
+func runMCPRegistration(t *testing.T, b docBlock) {
+	d := startDaemon(t, daemonOptions{})
+	_, registered, ok := strings.Cut(strings.TrimSpace(b.Body), " -- ")
+	require.True(t, ok, "the block registers a command after --")
+	tools := mcpTools(t, d, strings.Fields(registered))
+	assert.Subset(t, tools, mcpDocTools, "the tools the documents name")
+}
+
+// runCodexConfig runs the command and args of the Codex configuration
+// (socket path replaced) and checks the tools it serves.
+func runCodexConfig(t *testing.T, b docBlock) {
+	d := startDaemon(t, daemonOptions{})
+	command := regexp.MustCompile(`(?m)^command = "([^"]+)"$`).FindStringSubmatch(b.Body)
+	argsLine := regexp.MustCompile(`(?m)^args = (\[.*\])$`).FindStringSubmatch(b.Body)
+	require.NotNil(t, command, "the table has a command")
+	require.NotNil(t, argsLine, "the table has args")
+	var args []string
+	require.NoError(t, json.Unmarshal([]byte(argsLine[1]), &args), "args is an array of strings")
+	tools := mcpTools(t, d, append([]string{command[1]}, args...))
+	assert.Subset(t, tools, mcpDocTools, "the tools the documents name")
 }

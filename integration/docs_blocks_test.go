@@ -21,9 +21,19 @@ import (
 // in a test. A block that is neither fails TestDocBlocks_EachIsRunOrExempt,
 // so a new example cannot slip by unchecked.
 
-// docBlockFiles are the documents whose blocks are run.
-var docBlockFiles = []string{"README.md", "docs/branches.md", "docs/guard.md", "docs/operations.md",
-	"docs/protocol.md", "docs/testing.md", "docs/watching.md"}
+// docBlockFiles returns the documents whose blocks are run: README.md,
+// ARCHITECTURE.md and every docs/*.md, relative to the repository root.
+func docBlockFiles(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, docs, "docs/*.md")
+	files := []string{"README.md", "ARCHITECTURE.md"}
+	for _, d := range docs {
+		files = append(files, filepath.ToSlash(strings.TrimPrefix(d, ".."+string(filepath.Separator))))
+	}
+	return files
+}
 
 // docBlock is one fenced block of a document.
 type docBlock struct {
@@ -71,7 +81,7 @@ func docBlocksOf(t *testing.T, file string) []docBlock {
 func allDocBlocks(t *testing.T) []docBlock {
 	t.Helper()
 	var out []docBlock
-	for _, f := range docBlockFiles {
+	for _, f := range docBlockFiles(t) {
 		out = append(out, docBlocksOf(t, f)...)
 	}
 	return out
@@ -80,15 +90,12 @@ func allDocBlocks(t *testing.T) []docBlock {
 // docBlockExemptions are the blocks not run, each with why it cannot be.
 var docBlockExemptions = map[string]string{
 	"README.md: sudo apt-get install make python3 fuse3 git": "installs system packages as root on the machine running the tests (and fetches from the network)",
-	"README.md: make test": "the whole suite, this test included: it would run itself",
-	"README.md: claude mcp add dshmount -- dshmount mcp --socket /path/to/control.sock": "registers a server with Claude Code, which is not installed where the tests run; " +
-		"the `dshmount mcp` it registers is covered by control/mcp's tests",
-	"docs/protocol.md: claude mcp add dshmount -- dshmount mcp --socket /path/to/control.sock": "the README's block (see there)",
-	"docs/protocol.md: [mcp_servers.dshmount]":                                                 "a Codex configuration file, not a command; its command line is the `dshmount mcp` of the block above",
-	"docs/testing.md: make test":                                                               "the whole suite, this test included: it would run itself",
+	"README.md: make test":       "the whole suite, this test included: it would run itself",
+	"docs/testing.md: make test": "the whole suite, this test included: it would run itself",
 	"docs/testing.md: go build ./... && go vet ./...": "the developer's commands of the suite itself: the last line runs this package again " +
 		"(recursion), and the others are what `make test` runs anyway",
-	"docs/testing.md: go test -count=1 -p 1 ./internal/policy/kv/...": "a package's own tests, run by `make test`",
+	"docs/testing.md: go test -count=1 -p 1 ./internal/policy/kv/...":                                     "a package's own tests, run by `make test`",
+	"docs/testing.md: go test -count=1 -p 1 -timeout 30m -run 'TestDocBlocks_|TestReadme_' ./integration": "this test itself: it would run itself",
 	"docs/testing.md: bash scripts/judges/build.sh": "clones two repositories from the network and installs compilers as root (about 3 minutes); " +
 		"run by hand before a POSIX change",
 	"docs/testing.md: mkdir -p /tmp/judge/ws /tmp/judge/mnt": "needs the judges the build above makes (not part of the test machine); run by hand",
@@ -112,6 +119,9 @@ var docBlockRunners = map[string]func(t *testing.T, b docBlock){
 	"docs/operations.md: # one etcd (here a single local member; use your cluster in production)":                                   runSeveralMachines,
 	"docs/protocol.md: dshmount edit f.txt --old 'line 3' --new 'line 3 fixed' --merge":                                             runMergeEdit,
 	"docs/watching.md: $ dshmount watch -r src":                                                                                     runWatchTranscript,
+	"README.md: claude mcp add dshmount -- dshmount mcp --socket /path/to/control.sock":                                             runMCPRegistration,
+	"docs/protocol.md: claude mcp add dshmount -- dshmount mcp --socket /path/to/control.sock":                                      runMCPRegistration,
+	"docs/protocol.md: [mcp_servers.dshmount]":                                                                                      runCodexConfig,
 	"docs/watching.md: git config core.fsmonitor \"dshmount fsmonitor\"":                                                            runFsmonitorConfig,
 }
 
