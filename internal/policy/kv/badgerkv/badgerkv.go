@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,8 @@ func Register(r *kv.Registry, c Config) {
 }
 
 // DirFromURL is the directory of a badger URL's rest (what follows
-// "badger://"): an empty host and an absolute, clean path.
+// "badger://"): an empty host and an absolute, clean path, percent-escaped
+// where it holds a '%', '?' or '#' (as URL writes it).
 func DirFromURL(rest string) (string, error) {
 	if !strings.HasPrefix(rest, "/") {
 		return "", fmt.Errorf("%w: want badger:///ABSOLUTE/PATH (three slashes, no host)", kv.ErrBadURL)
@@ -52,15 +54,23 @@ func DirFromURL(rest string) (string, error) {
 	if strings.ContainsAny(rest, "?#") {
 		return "", fmt.Errorf("%w: badger:// takes a path only, no query or fragment", kv.ErrBadURL)
 	}
-	dir := filepath.Clean(rest)
+	unescaped, err := url.PathUnescape(rest)
+	if err != nil {
+		return "", fmt.Errorf("%w: badger:// path: %v", kv.ErrBadURL, err)
+	}
+	dir := filepath.Clean(unescaped)
 	if dir == "/" {
 		return "", fmt.Errorf("%w: badger:/// needs a directory, not /", kv.ErrBadURL)
 	}
 	return dir, nil
 }
 
-// URL is the store URL of the Badger database in dir (absolute).
-func URL(dir string) string { return Scheme + "://" + filepath.Clean(dir) }
+// URL is the store URL of the Badger database in dir (absolute), its path
+// percent-escaped so that a directory whose name holds '#', '?' or '%'
+// reads back as itself (DirFromURL).
+func URL(dir string) string {
+	return Scheme + "://" + (&url.URL{Path: filepath.Clean(dir)}).EscapedPath()
+}
 
 // DefaultMaxTxnOps bounds the conditions and the writes of one Txn, and the
 // writes of one chunk of Write.

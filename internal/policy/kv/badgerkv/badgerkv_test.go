@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dshmount/dshmount/internal/policy/kv"
@@ -55,4 +57,19 @@ func TestClose_ReturnsWhenTheDirectoryWasRemoved(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Close hung on a removed directory")
 	}
+}
+
+// TestURL_ADirectoryReadsBackAsItself pins that the default store URL of
+// any state directory opens that directory: a '#', '?', '%' or space in
+// the path once made serve refuse its own default store.
+func TestURL_ADirectoryReadsBackAsItself(t *testing.T) {
+	for _, dir := range []string{"/var/lib/dsh", "/tmp/a#b/state", "/tmp/what?/db", "/tmp/100%/db", "/tmp/with space/db", "/tmp/%23/db"} {
+		u := badgerkv.URL(dir)
+		require.True(t, strings.HasPrefix(u, badgerkv.Scheme+":///"), u)
+		got, err := badgerkv.DirFromURL(strings.TrimPrefix(u, badgerkv.Scheme+"://"))
+		require.NoError(t, err, "%s from %s", u, dir)
+		assert.Equal(t, dir, got, "%s", u)
+	}
+	_, err := badgerkv.DirFromURL("/tmp/a#b")
+	require.ErrorIs(t, err, kv.ErrBadURL, "a raw fragment is still refused")
 }
