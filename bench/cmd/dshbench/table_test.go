@@ -65,12 +65,12 @@ func TestPrintBranches_EachRowWithItsTarget(t *testing.T) {
 
 func TestPrintMerge_EachRowWithItsTarget(t *testing.T) {
 	cases := []struct {
-		name            string
-		rebase, p50     float64
-		disk            float64
-		wantRebase      string
-		wantEdit        string
-		wantCache string
+		name        string
+		rebase, p50 float64
+		disk        float64
+		wantRebase  string
+		wantEdit    string
+		wantCache   string
 	}{
 		{"all met", 300, 40, 20 << 20, "target < 1000 ms: met", "target p50 < 50 ms: met", "bound --merge-cache 256 MiB: met"},
 		{"none met", 1200, 60, 300 << 20, "target < 1000 ms: NOT met", "target p50 < 50 ms: NOT met", "bound --merge-cache 256 MiB: NOT met"},
