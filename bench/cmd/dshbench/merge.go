@@ -44,13 +44,15 @@ const (
 // another session made stale.
 func runMerge(c *runConfig, base string, res *Results) error {
 	src := mkdir(base, "merge-src") // filled before the daemon starts (startServe reuses it)
-	logf("merge: filling %d distinct files, %d rebase files and a 1 MiB file", cacheReadFiles, rebaseFiles)
+	logf("merge: filling %d distinct files, %d rebase files and a 1 MiB file", cacheReadFiles, c.Reps*rebaseFiles)
 	if err := fillDistinct(filepath.Join(src, "cache"), cacheReadFiles); err != nil {
 		return err
 	}
-	for i := range rebaseFiles {
-		if err := writeFile(filepath.Join(src, "rebase", rebaseName(i)), rebaseText(i, "", "")); err != nil {
-			return err
+	for rep := range c.Reps { // each repetition rebases its own files
+		for i := range rebaseFiles {
+			if err := writeFile(filepath.Join(src, rebaseName(rep, i)), rebaseText(i, "", "")); err != nil {
+				return err
+			}
 		}
 	}
 	if err := writeFile(filepath.Join(src, bigFile), mergeBigText()); err != nil {
@@ -99,7 +101,10 @@ func fillDistinct(dir string, n int) error {
 
 func distinctName(i int) string { return "d" + strconv.Itoa(i/1000) + "/f" + strconv.Itoa(i) + ".txt" }
 
-func rebaseName(i int) string { return "f" + strconv.Itoa(i) + ".txt" }
+// rebaseName is rebase file i of repetition rep.
+func rebaseName(rep, i int) string {
+	return "rebase/r" + strconv.Itoa(rep) + "/f" + strconv.Itoa(i) + ".txt"
+}
 
 // rebaseText is rebase file i: rebaseLines lines, the 10th replaced by
 // head and the 90th by tail when they are not empty (the branch changes
@@ -168,14 +173,14 @@ func rebaseRep(ctx context.Context, cl *control.Client, rep int, r *Report) erro
 	}
 	tag := "rep " + strconv.Itoa(rep)
 	for i := range rebaseFiles {
-		if _, err := cl.Write(ctx, control.WriteParams{Path: "rebase/" + rebaseName(i), Branch: name, Unconditional: true,
+		if _, err := cl.Write(ctx, control.WriteParams{Path: rebaseName(rep, i), Branch: name, Unconditional: true,
 			Content: rebaseText(i, "head changed in the branch, "+tag, "")}); err != nil {
 			return fmt.Errorf("fs.write in branch: %w", err)
 		}
 	}
 	for i := range rebaseMerged {
 		k := i * (rebaseFiles / rebaseMerged)
-		if _, err := cl.Write(ctx, control.WriteParams{Path: "rebase/" + rebaseName(k), Unconditional: true,
+		if _, err := cl.Write(ctx, control.WriteParams{Path: rebaseName(rep, k), Unconditional: true,
 			Content: rebaseText(k, "", "tail changed in the workspace, "+tag)}); err != nil {
 			return fmt.Errorf("fs.write in the workspace: %w", err)
 		}
