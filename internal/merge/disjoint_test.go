@@ -61,3 +61,21 @@ func TestApart_AgreesWithTheDiffedMergeOnTheCorpus(t *testing.T) {
 	}
 	assert.Positive(t, taken, "the shortcut was never taken")
 }
+
+// Merge only reads its inputs (the service passes strings' bytes without
+// a copy) and returns a Text of its own, on every corpus triple, whether
+// it takes the shortcut, merges cleanly or conflicts.
+func TestMerge_LeavesItsInputsAlone(t *testing.T) {
+	for _, file := range []string{"testdata/generated.json", "testdata/history.json"} {
+		for _, tc := range loadCorpus(t, file) {
+			in := [3][]byte{[]byte(tc.Base), []byte(tc.Ours), []byte(tc.Theirs)}
+			r := Merge(in[0], in[1], in[2], Options{OursLabel: "ours", TheirsLabel: "theirs"})
+			for i := range r.Text {
+				r.Text[i] = 0
+			}
+			require.Equal(t, tc.Base, string(in[0]), "%s: base", tc.Name)
+			require.Equal(t, tc.Ours, string(in[1]), "%s: ours", tc.Name)
+			require.Equal(t, tc.Theirs, string(in[2]), "%s: theirs", tc.Name)
+		}
+	}
+}
