@@ -335,82 +335,116 @@ func hexRune(s string, i int) rune {
 	return r
 }
 
-// readString reads the string at i and returns its decoded value.
+// readString reads the string at i and returns its decoded value: a
+// string without escapes is a slice of s; any other is checked and decoded
+// in one pass (unquoteAt).
 func readString(s string, i int) (string, int, bool) {
 	if i >= len(s) || s[i] != '"' {
 		return "", i, false
 	}
-	end, plain, ok := scanString(s, i)
-	if !ok {
-		return "", end, false
-	}
-	if plain {
-		return s[i+1 : end-1], end, true
-	}
-	return unquote(s[i+1 : end-1]), end, true
-}
-
-// unquote decodes the content of a checked JSON string as encoding/json
-// does: escapes, surrogate pairs (a lone surrogate is U+FFFD) and invalid
-// UTF-8 (each bad byte is U+FFFD).
-func unquote(q string) string {
-	var b strings.Builder
-	b.Grow(len(q))
-	for i := 0; i < len(q); {
-		c := q[i]
-		switch {
-		case c == '\\':
-			switch e := q[i+1]; e {
-			case 'b':
-				b.WriteByte('\b')
-			case 'f':
-				b.WriteByte('\f')
-			case 'n':
-				b.WriteByte('\n')
-			case 'r':
-				b.WriteByte('\r')
-			case 't':
-				b.WriteByte('\t')
-			case 'u':
-				r := hexRune(q, i+2)
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if i+1 < len(q) && q[i] == '\\' && q[i+1] == 'u' {
-						if dec := utf16.DecodeRune(r, hexRune(q, i+2)); dec != unicode.ReplacementChar {
-							b.WriteRune(dec)
-							i += 6
-							continue
-						}
-					}
-					r = unicode.ReplacementChar
+	q := strings.IndexByte(s[i+1:], '"')
+	if q >= 0 {
+		body := s[i+1 : i+1+q]
+		if strings.IndexByte(body, '\\') < 0 {
+			switch scanBody(body) {
+			case bodyASCII:
+				return body, i + q + 2, true
+			case bodyHigh:
+				if utf8.ValidString(body) {
+					return body, i + q + 2, true
 				}
-				b.WriteRune(r)
-				continue
-			default: // '"', '\\', '/'
-				b.WriteByte(e)
 			}
-			i += 2
-		case c < utf8.RuneSelf:
-			j := i + 1 // a run of plain ASCII is copied at once
-			for j+8 <= len(q) && !ctlOrHigh(load8(q, j)) && !hasByte(load8(q, j), '\\') {
-				j += 8
-			}
-			for j < len(q) && q[j] != '\\' && q[j] < utf8.RuneSelf {
-				j++
-			}
-			b.WriteString(q[i:j])
-			i = j
-		default:
-			r, size := utf8.DecodeRuneInString(q[i:])
-			if r == utf8.RuneError && size == 1 {
-				b.WriteRune(unicode.ReplacementChar)
-			} else {
-				b.WriteString(q[i : i+size])
-			}
-			i += size
 		}
 	}
-	return b.String()
+	return unquoteAt(s, i, max(q, 0))
+}
+
+// unquoteAt checks the string at i (s[i] is its opening quote) and decodes
+// it as encoding/json does, in one pass: escapes, surrogate pairs (a lone
+// surrogate is U+FFFD) and invalid UTF-8 (each bad byte is U+FFFD). It
+// accepts exactly what scanString accepts. hint is about the decoded size.
+func unquoteAt(s string, i, hint int) (string, int, bool) {
+	var b strings.Builder
+	b.Grow(hint)
+	start := i + 1 // the plain bytes not yet copied begin here
+	for j := i + 1; j < len(s); {
+		if j+8 <= len(s) && !specialIn8(load8(s, j)) {
+			j += 8
+			continue
+		}
+		c := s[j]
+		if plainByte(c) {
+			j++
+			continue
+		}
+		switch {
+		case c == '"':
+			b.WriteString(s[start:j])
+			return b.String(), j + 1, true
+		case c == '\\':
+			b.WriteString(s[start:j])
+			n, ok := unescape(&b, s, j)
+			if !ok {
+				return "", j, false
+			}
+			j += n
+			start = j
+		case c < 0x20:
+			return "", j, false
+		default: // non-ASCII
+			r, size := utf8.DecodeRuneInString(s[j:])
+			if r == utf8.RuneError && size == 1 {
+				b.WriteString(s[start:j])
+				b.WriteRune(unicode.ReplacementChar)
+				start = j + 1
+			}
+			j += size
+		}
+	}
+	return "", len(s), false
+}
+
+// unescape writes the escape at s[j] (a backslash) to b and returns its
+// length, or false when it is not a valid escape. A \u escape of a high
+// surrogate followed by one of a low surrogate is one rune; a lone
+// surrogate is U+FFFD.
+func unescape(b *strings.Builder, s string, j int) (int, bool) {
+	if j+1 >= len(s) {
+		return 0, false
+	}
+	switch e := s[j+1]; e {
+	case '"', '\\', '/':
+		b.WriteByte(e)
+	case 'b':
+		b.WriteByte('\b')
+	case 'f':
+		b.WriteByte('\f')
+	case 'n':
+		b.WriteByte('\n')
+	case 'r':
+		b.WriteByte('\r')
+	case 't':
+		b.WriteByte('\t')
+	case 'u':
+		r := hexRune(s, j+2)
+		if r < 0 {
+			return 0, false
+		}
+		if utf16.IsSurrogate(r) {
+			if k := j + 6; k+1 < len(s) && s[k] == '\\' && s[k+1] == 'u' {
+				if dec := utf16.DecodeRune(r, hexRune(s, k+2)); dec != unicode.ReplacementChar {
+					b.WriteRune(dec)
+					return 12, true
+				}
+			}
+			r = unicode.ReplacementChar
+		}
+		b.WriteRune(r)
+		return 6, true
+	default:
+		return 0, false
+	}
+	return 2, true
 }
 
 // objectFields calls field for every key of the object at i, with the
