@@ -2,6 +2,7 @@ package control
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode"
@@ -195,26 +196,44 @@ func load8(s string, i int) uint64 {
 
 // hasByte reports whether a byte of x equals c, when no byte of x has its
 // high bit set (the callers check that first).
-func hasByte(x uint64, c byte) bool {
+func hasByte(x uint64, c byte) bool { return byteMask(x, c) != 0 }
+
+// byteMask flags (high bit) the bytes of x that equal c. A flag can be
+// false only above a true one (a borrow carries upwards), so the lowest
+// flag is always a byte equal to c.
+func byteMask(x uint64, c byte) uint64 {
 	y := x ^ (ones * uint64(c))
-	return (y-ones)&^y&highs != 0
+	return (y - ones) &^ y & highs
 }
 
 // ctlOrHigh reports whether a byte of x is a control character or not
 // ASCII.
-func ctlOrHigh(x uint64) bool { return ((x-ones*0x20)&^x|x)&highs != 0 }
+func ctlOrHigh(x uint64) bool { return ctlOrHighMask(x) != 0 }
+
+// ctlOrHighMask flags the control characters and non-ASCII bytes of x;
+// the lowest flag is exact, as byteMask's.
+func ctlOrHighMask(x uint64) uint64 { return ((x-ones*0x20)&^x | x) & highs }
 
 // specialIn8 reports whether a byte of x ends a run of plain string bytes
 // (a control character, ", \\ or a byte that is not ASCII).
-func specialIn8(x uint64) bool { return ctlOrHigh(x) || hasByte(x, '"') || hasByte(x, '\\') }
+func specialIn8(x uint64) bool { return specialMask8(x) != 0 }
+
+// specialMask8 flags specialIn8's bytes; the lowest flag is exact.
+func specialMask8(x uint64) uint64 { return ctlOrHighMask(x) | byteMask(x, '"') | byteMask(x, '\\') }
 
 // htmlSpecialIn8 reports whether a byte of x is one encoding/json escapes
 // in a string (control characters, ", \\, <, >, &) or is not ASCII.
+func htmlSpecialIn8(x uint64) bool { return htmlSpecialMask8(x) != 0 }
+
+// htmlSpecialMask8 flags htmlSpecialIn8's bytes; the lowest flag is exact.
 // Setting bit 2 of every byte maps '"' and '&' (only) onto '&'; setting
 // bit 1 maps '<' and '>' (only) onto '>'.
-func htmlSpecialIn8(x uint64) bool {
-	return ctlOrHigh(x) || hasByte(x|ones*4, '&') || hasByte(x|ones*2, '>') || hasByte(x, '\\')
+func htmlSpecialMask8(x uint64) uint64 {
+	return ctlOrHighMask(x) | byteMask(x|ones*4, '&') | byteMask(x|ones*2, '>') | byteMask(x, '\\')
 }
+
+// firstFlagged is the index of the lowest flagged byte of a non-zero mask.
+func firstFlagged(m uint64) int { return bits.TrailingZeros64(m) >> 3 }
 
 // scanString checks the string at i (s[i] is the opening quote) and returns
 // the position after its closing quote; plain is true when its content is
@@ -272,9 +291,13 @@ func scanStringSlow(s string, i int) (end int, plain, ok bool) {
 	high := false
 	j := i + 1
 	for j < len(s) {
-		if j+8 <= len(s) && !specialIn8(load8(s, j)) {
-			j += 8
-			continue
+		if j+8 <= len(s) {
+			m := specialMask8(load8(s, j))
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += firstFlagged(m)
 		}
 		c := s[j]
 		if plainByte(c) {
@@ -368,9 +391,13 @@ func unquoteAt(s string, i, hint int) (string, int, bool) {
 	b.Grow(hint)
 	start := i + 1 // the plain bytes not yet copied begin here
 	for j := i + 1; j < len(s); {
-		if j+8 <= len(s) && !specialIn8(load8(s, j)) {
-			j += 8
-			continue
+		if j+8 <= len(s) {
+			m := specialMask8(load8(s, j))
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += firstFlagged(m)
 		}
 		c := s[j]
 		if plainByte(c) {
