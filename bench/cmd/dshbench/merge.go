@@ -71,6 +71,9 @@ func runMerge(c *runConfig, base string, res *Results) error {
 	defer cl.Close()
 	ctx := context.Background()
 	r := &Report{Target: "merge", Dir: src}
+	if c.ServeArgs != "" {
+		r.note("dshmount serve " + c.ServeArgs)
+	}
 	if err := seenCacheRun(ctx, cl, d.cmd.Process.Pid, filepath.Join(state, "seen"), r); err != nil {
 		return err
 	}
@@ -280,7 +283,7 @@ func printMerge(w io.Writer, r *Report) {
 	if r == nil {
 		return
 	}
-	fmt.Fprintln(w, "\nmerge (socket, durability fsync)")
+	fmt.Fprintln(w, "\nmerge (socket, a real daemon; durability fsync unless a note says otherwise)")
 	rebase := med(r, rebaseMetric)
 	fmt.Fprintf(w, "  %-58s %10s ms; target < %d ms: %s\n",
 		fmt.Sprintf("branch.rebase, %d-file branch, %d files merged", rebaseFiles, rebaseMerged),
