@@ -52,3 +52,36 @@ func BenchmarkReadResult_Decode(b *testing.B) {
 		}
 	})
 }
+
+// mergedEditResult is the result of a merge: true fs.edit of a 1 MiB file
+// of short lines (a newline to escape every few bytes), as
+// BenchmarkMergeEdit1MiB_Socket's edit returns it.
+func mergedEditResult() EditResult {
+	before := numbered(1<<20/10, "\n")
+	return EditResult{Version: "c1-new", Before: before, After: "line 10 by a\n" + before, Merged: true, MergedOver: "c1-over"}
+}
+
+// BenchmarkEditResult_Encode measures the daemon's encoding of a merged
+// 1 MiB edit's result (its before and after texts).
+func BenchmarkEditResult_Encode(b *testing.B) {
+	r := mergedEditResult()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = encodeResponse(json.RawMessage("7"), r, nil)
+	}
+}
+
+// BenchmarkEditResult_Decode measures the client's decoding of that
+// result's response line.
+func BenchmarkEditResult_Decode(b *testing.B) {
+	text := string(encodeResponse(json.RawMessage("7"), mergedEditResult(), nil))
+	fast := func(uint64) fastResult { return editResultDecoder }
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := decodeLine(text, fast)
+		if err != nil || d.decoded == nil {
+			b.Fatal("not decoded fast", err)
+		}
+	}
+}

@@ -227,3 +227,24 @@ func TestLineReader_TextMatchesBytes(t *testing.T) {
 	_, err := asText.nextFrame()
 	require.ErrorIs(t, err, io.EOF)
 }
+
+// readString checks and decodes a string with escapes in one pass:
+// accepted exactly when encoding/json accepts it, to the same value.
+func TestReadString_EscapedStringsDecodeAsEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`"a\nb\nc\n"`, `"\"quoted\" then more"`, `"\ud83d\ude00 pair"`, `"\ud83d lone"`, `"\ude00\ud83d"`,
+		`"\ud83d\u00e9"`, `"\ud83d\uZZZZ"`, `"bad \x"`, `"\u12"`, "\"raw \xff byte \\n\"", "\"ctl \x01 \\n\"",
+		`"\/\b\f\r\t\\"`, `"unterminated \n`, `"\`,
+	} {
+		var want string
+		wantErr := json.Unmarshal([]byte(in), &want)
+		got, end, ok := readString(in, 0)
+		if wantErr != nil {
+			assert.False(t, ok && end == len(in), "accepted %q", in)
+			continue
+		}
+		assert.True(t, ok, "refused %q", in)
+		assert.Equal(t, len(in), end, in)
+		assert.Equal(t, want, got, in)
+	}
+}

@@ -76,9 +76,13 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && !htmlSpecialIn8(load8(s, i)) {
-			i += 8
-			continue
+		if i+8 <= len(s) {
+			m := htmlSpecialMask8(load8(s, i))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += firstFlagged(m) // the bytes before it are plain
 		}
 		c := s[i]
 		if htmlSafeByte(c) {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"testing"
 
@@ -55,5 +56,48 @@ func TestEncode_FastResponseMatchesEnvelope(t *testing.T) {
 		slow, err := json.Marshal(response{JSONRPC: jsonrpcVersion, ID: json.RawMessage(id), Result: res})
 		require.NoError(t, err)
 		assert.JSONEq(t, string(slow), string(fast), "id %s", id)
+	}
+}
+
+// The eight-byte masks jump to their lowest flag: it must be the first
+// byte that needs a look of its own, whatever lies above it (a borrow
+// may flag bytes above a true one, never below).
+func TestMask8_LowestFlagIsTheFirstSpecialByte(t *testing.T) {
+	masks := []struct {
+		name    string
+		mask    func(uint64) uint64
+		special func(byte) bool
+	}{
+		{"specialMask8", specialMask8, func(c byte) bool { return !plainByte(c) }},
+		{"htmlSpecialMask8", htmlSpecialMask8, func(c byte) bool { return !htmlSafeByte(c) }},
+	}
+	above := []byte{'a', 0x00, '"', '\\', 0xff, '<', 0x1f}
+	for _, m := range masks {
+		t.Run(m.name, func(t *testing.T) {
+			for lane := range 8 {
+				for c := range 256 {
+					for _, up := range above {
+						var w [8]byte
+						for k := range w {
+							switch {
+							case k < lane:
+								w[k] = 'a'
+							case k == lane:
+								w[k] = byte(c)
+							default:
+								w[k] = up
+							}
+						}
+						got := m.mask(binary.LittleEndian.Uint64(w[:]))
+						if m.special(byte(c)) {
+							require.NotZero(t, got, "lane %d byte %#x", lane, c)
+							require.Equal(t, lane, firstFlagged(got), "lane %d byte %#x, %#x above", lane, c, up)
+						} else if got != 0 {
+							require.Greater(t, firstFlagged(got), lane, "lane %d byte %#x flagged, %#x above", lane, c, up)
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode"
@@ -195,26 +196,44 @@ func load8(s string, i int) uint64 {
 
 // hasByte reports whether a byte of x equals c, when no byte of x has its
 // high bit set (the callers check that first).
-func hasByte(x uint64, c byte) bool {
+func hasByte(x uint64, c byte) bool { return byteMask(x, c) != 0 }
+
+// byteMask flags (high bit) the bytes of x that equal c. A flag can be
+// false only above a true one (a borrow carries upwards), so the lowest
+// flag is always a byte equal to c.
+func byteMask(x uint64, c byte) uint64 {
 	y := x ^ (ones * uint64(c))
-	return (y-ones)&^y&highs != 0
+	return (y - ones) &^ y & highs
 }
 
 // ctlOrHigh reports whether a byte of x is a control character or not
 // ASCII.
-func ctlOrHigh(x uint64) bool { return ((x-ones*0x20)&^x|x)&highs != 0 }
+func ctlOrHigh(x uint64) bool { return ctlOrHighMask(x) != 0 }
+
+// ctlOrHighMask flags the control characters and non-ASCII bytes of x;
+// the lowest flag is exact, as byteMask's.
+func ctlOrHighMask(x uint64) uint64 { return ((x-ones*0x20)&^x | x) & highs }
 
 // specialIn8 reports whether a byte of x ends a run of plain string bytes
 // (a control character, ", \\ or a byte that is not ASCII).
-func specialIn8(x uint64) bool { return ctlOrHigh(x) || hasByte(x, '"') || hasByte(x, '\\') }
+func specialIn8(x uint64) bool { return specialMask8(x) != 0 }
+
+// specialMask8 flags specialIn8's bytes; the lowest flag is exact.
+func specialMask8(x uint64) uint64 { return ctlOrHighMask(x) | byteMask(x, '"') | byteMask(x, '\\') }
 
 // htmlSpecialIn8 reports whether a byte of x is one encoding/json escapes
 // in a string (control characters, ", \\, <, >, &) or is not ASCII.
+func htmlSpecialIn8(x uint64) bool { return htmlSpecialMask8(x) != 0 }
+
+// htmlSpecialMask8 flags htmlSpecialIn8's bytes; the lowest flag is exact.
 // Setting bit 2 of every byte maps '"' and '&' (only) onto '&'; setting
 // bit 1 maps '<' and '>' (only) onto '>'.
-func htmlSpecialIn8(x uint64) bool {
-	return ctlOrHigh(x) || hasByte(x|ones*4, '&') || hasByte(x|ones*2, '>') || hasByte(x, '\\')
+func htmlSpecialMask8(x uint64) uint64 {
+	return ctlOrHighMask(x) | byteMask(x|ones*4, '&') | byteMask(x|ones*2, '>') | byteMask(x, '\\')
 }
+
+// firstFlagged is the index of the lowest flagged byte of a non-zero mask.
+func firstFlagged(m uint64) int { return bits.TrailingZeros64(m) >> 3 }
 
 // scanString checks the string at i (s[i] is the opening quote) and returns
 // the position after its closing quote; plain is true when its content is
@@ -272,9 +291,13 @@ func scanStringSlow(s string, i int) (end int, plain, ok bool) {
 	high := false
 	j := i + 1
 	for j < len(s) {
-		if j+8 <= len(s) && !specialIn8(load8(s, j)) {
-			j += 8
-			continue
+		if j+8 <= len(s) {
+			m := specialMask8(load8(s, j))
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += firstFlagged(m)
 		}
 		c := s[j]
 		if plainByte(c) {
@@ -335,82 +358,120 @@ func hexRune(s string, i int) rune {
 	return r
 }
 
-// readString reads the string at i and returns its decoded value.
+// readString reads the string at i and returns its decoded value: a
+// string without escapes is a slice of s; any other is checked and decoded
+// in one pass (unquoteAt).
 func readString(s string, i int) (string, int, bool) {
 	if i >= len(s) || s[i] != '"' {
 		return "", i, false
 	}
-	end, plain, ok := scanString(s, i)
-	if !ok {
-		return "", end, false
-	}
-	if plain {
-		return s[i+1 : end-1], end, true
-	}
-	return unquote(s[i+1 : end-1]), end, true
-}
-
-// unquote decodes the content of a checked JSON string as encoding/json
-// does: escapes, surrogate pairs (a lone surrogate is U+FFFD) and invalid
-// UTF-8 (each bad byte is U+FFFD).
-func unquote(q string) string {
-	var b strings.Builder
-	b.Grow(len(q))
-	for i := 0; i < len(q); {
-		c := q[i]
-		switch {
-		case c == '\\':
-			switch e := q[i+1]; e {
-			case 'b':
-				b.WriteByte('\b')
-			case 'f':
-				b.WriteByte('\f')
-			case 'n':
-				b.WriteByte('\n')
-			case 'r':
-				b.WriteByte('\r')
-			case 't':
-				b.WriteByte('\t')
-			case 'u':
-				r := hexRune(q, i+2)
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if i+1 < len(q) && q[i] == '\\' && q[i+1] == 'u' {
-						if dec := utf16.DecodeRune(r, hexRune(q, i+2)); dec != unicode.ReplacementChar {
-							b.WriteRune(dec)
-							i += 6
-							continue
-						}
-					}
-					r = unicode.ReplacementChar
+	q := strings.IndexByte(s[i+1:], '"')
+	if q >= 0 {
+		body := s[i+1 : i+1+q]
+		if strings.IndexByte(body, '\\') < 0 {
+			switch scanBody(body) {
+			case bodyASCII:
+				return body, i + q + 2, true
+			case bodyHigh:
+				if utf8.ValidString(body) {
+					return body, i + q + 2, true
 				}
-				b.WriteRune(r)
-				continue
-			default: // '"', '\\', '/'
-				b.WriteByte(e)
 			}
-			i += 2
-		case c < utf8.RuneSelf:
-			j := i + 1 // a run of plain ASCII is copied at once
-			for j+8 <= len(q) && !ctlOrHigh(load8(q, j)) && !hasByte(load8(q, j), '\\') {
-				j += 8
-			}
-			for j < len(q) && q[j] != '\\' && q[j] < utf8.RuneSelf {
-				j++
-			}
-			b.WriteString(q[i:j])
-			i = j
-		default:
-			r, size := utf8.DecodeRuneInString(q[i:])
-			if r == utf8.RuneError && size == 1 {
-				b.WriteRune(unicode.ReplacementChar)
-			} else {
-				b.WriteString(q[i : i+size])
-			}
-			i += size
 		}
 	}
-	return b.String()
+	return unquoteAt(s, i, max(q, 0))
+}
+
+// unquoteAt checks the string at i (s[i] is its opening quote) and decodes
+// it as encoding/json does, in one pass: escapes, surrogate pairs (a lone
+// surrogate is U+FFFD) and invalid UTF-8 (each bad byte is U+FFFD). It
+// accepts exactly what scanString accepts. hint is about the decoded size.
+func unquoteAt(s string, i, hint int) (string, int, bool) {
+	var b strings.Builder
+	b.Grow(hint)
+	start := i + 1 // the plain bytes not yet copied begin here
+	for j := i + 1; j < len(s); {
+		if j+8 <= len(s) {
+			m := specialMask8(load8(s, j))
+			if m == 0 {
+				j += 8
+				continue
+			}
+			j += firstFlagged(m)
+		}
+		c := s[j]
+		if plainByte(c) {
+			j++
+			continue
+		}
+		switch {
+		case c == '"':
+			b.WriteString(s[start:j])
+			return b.String(), j + 1, true
+		case c == '\\':
+			b.WriteString(s[start:j])
+			n, ok := unescape(&b, s, j)
+			if !ok {
+				return "", j, false
+			}
+			j += n
+			start = j
+		case c < 0x20:
+			return "", j, false
+		default: // non-ASCII
+			r, size := utf8.DecodeRuneInString(s[j:])
+			if r == utf8.RuneError && size == 1 {
+				b.WriteString(s[start:j])
+				b.WriteRune(unicode.ReplacementChar)
+				start = j + 1
+			}
+			j += size
+		}
+	}
+	return "", len(s), false
+}
+
+// unescape writes the escape at s[j] (a backslash) to b and returns its
+// length, or false when it is not a valid escape. A \u escape of a high
+// surrogate followed by one of a low surrogate is one rune; a lone
+// surrogate is U+FFFD.
+func unescape(b *strings.Builder, s string, j int) (int, bool) {
+	if j+1 >= len(s) {
+		return 0, false
+	}
+	switch e := s[j+1]; e {
+	case '"', '\\', '/':
+		b.WriteByte(e)
+	case 'b':
+		b.WriteByte('\b')
+	case 'f':
+		b.WriteByte('\f')
+	case 'n':
+		b.WriteByte('\n')
+	case 'r':
+		b.WriteByte('\r')
+	case 't':
+		b.WriteByte('\t')
+	case 'u':
+		r := hexRune(s, j+2)
+		if r < 0 {
+			return 0, false
+		}
+		if utf16.IsSurrogate(r) {
+			if k := j + 6; k+1 < len(s) && s[k] == '\\' && s[k+1] == 'u' {
+				if dec := utf16.DecodeRune(r, hexRune(s, k+2)); dec != unicode.ReplacementChar {
+					b.WriteRune(dec)
+					return 12, true
+				}
+			}
+			r = unicode.ReplacementChar
+		}
+		b.WriteRune(r)
+		return 6, true
+	default:
+		return 0, false
+	}
+	return 2, true
 }
 
 // objectFields calls field for every key of the object at i, with the

@@ -57,8 +57,17 @@ func (r Result) Clean() bool { return len(r.Conflicts) == 0 }
 
 // Merge merges the changes from base to ours and from base to theirs, as
 // `git merge-file -p ours base theirs` does: the same clean/conflict
-// decision, the same bytes.
+// decision, the same bytes. It only reads base, ours and theirs (callers
+// may pass a string's bytes without a copy); Text is its own.
 func Merge(base, ours, theirs []byte, opts Options) Result {
+	if text, ok := apart(base, ours, theirs); ok {
+		return Result{Text: text}
+	}
+	return mergeDiffed(base, ours, theirs, opts)
+}
+
+// mergeDiffed is Merge by diffing both sides against base, as xdl_merge.
+func mergeDiffed(base, ours, theirs []byte, opts Options) Result {
 	b := splitLines(base)
 	o, t := splitLike(ours, base, b), splitLike(theirs, base, b)
 	x1 := diffLines(b, o)

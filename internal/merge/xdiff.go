@@ -75,10 +75,32 @@ func splitLines(text []byte) [][]byte {
 // are found by comparing bytes and taken from baseLines (equal bytes), and
 // only the lines between are split.
 func splitLike(text, base []byte, baseLines [][]byte) [][]byte {
-	head := commonPrefix(text, base)
+	head, tail := sharedEnds(text, base)
+	nHead := bytes.Count(base[:head], []byte{'\n'})
+	nTail := 0
+	if tail > 0 {
+		end := base[len(base)-tail:]
+		nTail = bytes.Count(end, []byte{'\n'})
+		if end[len(end)-1] != '\n' {
+			nTail++ // a last line without a newline
+		}
+	}
+	mid := splitLines(text[head : len(text)-tail])
+	out := make([][]byte, 0, nHead+len(mid)+nTail)
+	out = append(out, baseLines[:nHead]...)
+	out = append(out, mid...)
+	return append(out, baseLines[len(baseLines)-nTail:]...)
+}
+
+// sharedEnds returns the bytes of the whole lines text and base share at
+// the start (head) and, in what is left, at the end (tail), as xdiff's
+// trimming of a pair's common ends finds them, or fewer lines at the end
+// (never more): head and tail never overlap in either text.
+func sharedEnds(text, base []byte) (head, tail int) {
+	head = commonPrefix(text, base)
 	head = bytes.LastIndexByte(text[:head], '\n') + 1 // whole lines
 	rest, baseRest := text[head:], base[head:]
-	tail := commonSuffix(rest, baseRest)
+	tail = commonSuffix(rest, baseRest)
 	// The shared end starts after a newline inside it: whole lines in both.
 	if tail < len(rest) || tail < len(baseRest) {
 		if nl := bytes.IndexByte(rest[len(rest)-tail:], '\n'); nl >= 0 {
@@ -87,20 +109,7 @@ func splitLike(text, base []byte, baseLines [][]byte) [][]byte {
 			tail = 0
 		}
 	}
-	nHead := bytes.Count(base[:head], []byte{'\n'})
-	nTail := 0
-	if tail > 0 {
-		end := baseRest[len(baseRest)-tail:]
-		nTail = bytes.Count(end, []byte{'\n'})
-		if end[len(end)-1] != '\n' {
-			nTail++ // a last line without a newline
-		}
-	}
-	mid := splitLines(rest[:len(rest)-tail])
-	out := make([][]byte, 0, nHead+len(mid)+nTail)
-	out = append(out, baseLines[:nHead]...)
-	out = append(out, mid...)
-	return append(out, baseLines[len(baseLines)-nTail:]...)
+	return head, tail
 }
 
 // commonPrefix is the length of the longest common prefix of a and b.

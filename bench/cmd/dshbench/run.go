@@ -21,21 +21,22 @@ import (
 
 // runConfig is one whole comparison.
 type runConfig struct {
-	Dshmount  string // dshmount binary
-	Loopback  string // bench/loopback binary
-	Base      string // parent of the temporary directories
-	Out       string // results.json
-	Reps      int
-	SeqMiB    int
-	Files     int
-	MemFiles  int
-	RandTime  time.Duration
-	EditTime  time.Duration
-	ServeArgs string // extra flags for dshmount serve
-	Only      string // comma-separated subset: native,loopback,dshmount,fsmonitor,stores,branches
-	Unbound   bool   // also run the file-system workloads on the mount unbound
-	ReqFiles  int    // files of the request table's steps
-	ReqMiB    int    // MiB of its sequential steps
+	Dshmount   string // dshmount binary
+	Loopback   string // bench/loopback binary
+	Base       string // parent of the temporary directories
+	Out        string // results.json
+	Reps       int
+	SeqMiB     int
+	Files      int
+	MemFiles   int
+	RandTime   time.Duration
+	EditTime   time.Duration
+	ServeArgs  string // extra flags for dshmount serve
+	Only       string // comma-separated subset: native,loopback,dshmount,fsmonitor,stores,branches
+	Unbound    bool   // also run the file-system workloads on the mount unbound
+	ReqFiles   int    // files of the request table's steps
+	ReqMiB     int    // MiB of its sequential steps
+	MergeEdits int    // merge: true edits of the merge section's p50 and p99
 }
 
 // Results is bench/results.json.
@@ -65,11 +66,12 @@ func runAll(args []string) error {
 	f.DurationVar(&c.RandTime, "rand-time", 5*time.Second, "random-read duration")
 	f.DurationVar(&c.EditTime, "edit-time", 2*time.Second, "guarded-edit run duration")
 	f.StringVar(&c.ServeArgs, "serve-args", "", "extra flags for dshmount serve (space separated)")
-	f.StringVar(&c.Only, "only", "native,loopback,dshmount,requests,fsmonitor,stores,branches,gitcommit",
-		"targets to run (requests: FUSE requests per file by opcode, daemon CPU per request and interleaved wall times, loopback vs dshmount unbound and bound; fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd; branches: create, copy-up, commit and diff costs; gitcommit: git add -A && git commit natively, unbound, bound and bound with --guard-git)")
+	f.StringVar(&c.Only, "only", "native,loopback,dshmount,requests,fsmonitor,stores,branches,gitcommit,merge",
+		"targets to run (requests: FUSE requests per file by opcode, daemon CPU per request and interleaved wall times, loopback vs dshmount unbound and bound; fsmonitor: git status with the hook, the watcher's cost; stores: the socket rows on Badger and on etcd; branches: create, copy-up, commit and diff costs; gitcommit: git add -A && git commit natively, unbound, bound and bound with --guard-git; merge: branch.rebase with 20 merged files, merge: true edits of a 1 MiB file, the seen cache after 10,000 reads)")
 	f.BoolVar(&c.Unbound, "unbound", true, "also run the file-system workloads on the mount unbound (no session: the guard's cost is the difference)")
 	f.IntVar(&c.ReqFiles, "req-files", 2000, "files of each request-table step")
 	f.IntVar(&c.ReqMiB, "req-mib", 256, "MiB of the request table's sequential steps")
+	f.IntVar(&c.MergeEdits, "merge-edits", 100, "merge: true edits of a 1 MiB file timed by the merge section (its p50 and p99)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -153,6 +155,11 @@ func runAll(args []string) error {
 	}
 	if only("gitcommit") {
 		if err := runGitCommit(&c, base, res); err != nil {
+			return err
+		}
+	}
+	if only("merge") {
+		if err := runMerge(&c, base, res); err != nil {
 			return err
 		}
 	}

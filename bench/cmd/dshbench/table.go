@@ -112,6 +112,7 @@ func printTable(w io.Writer, res *Results) {
 	printFsmonitor(w, res.Targets["fsmonitor"])
 	printBranches(w, res.Targets["branches"])
 	printGitCommit(w, res.Targets["gitcommit"])
+	printMerge(w, res.Targets["merge"])
 	printSpeedTargets(w, res)
 	fprintRequests(w, res.Requests)
 	for name, line := range res.MountOpt {

@@ -62,3 +62,37 @@ func TestPrintBranches_EachRowWithItsTarget(t *testing.T) {
 	assert.Regexp(t, `200 changed files .*90\.0\d* ms; target < 1000 ms: met`, s)
 	assert.Contains(t, s, "RSS +8.0 MiB")
 }
+
+func TestPrintMerge_EachRowWithItsTarget(t *testing.T) {
+	cases := []struct {
+		name        string
+		rebase, p50 float64
+		disk        float64
+		wantRebase  string
+		wantEdit    string
+		wantCache   string
+	}{
+		{"all met", 300, 40, 20 << 20, "target < 1000 ms: met", "target p50 < 50 ms: met", "bound --merge-cache 256 MiB: met"},
+		{"none met", 1200, 60, 300 << 20, "target < 1000 ms: NOT met", "target p50 < 50 ms: NOT met", "bound --merge-cache 256 MiB: NOT met"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{Target: "merge"}
+			r.add(rebaseMetric, "ms", false, tc.rebase)
+			r.add(mergeEditP50Metric, "ms", false, tc.p50)
+			r.add(mergeEditP99Metric, "ms", false, 70)
+			r.add(mergeEditCPUMetric, "ms", false, 21)
+			r.add(cacheDiskMetric, "bytes", false, tc.disk)
+			r.add(cacheRSSBefore, "MiB", false, 40)
+			r.add(cacheRSSAfter, "MiB", false, 52.5)
+			r.finish()
+			var out bytes.Buffer
+			printTable(&out, &Results{Targets: map[string]*Report{"merge": r}})
+			s := out.String()
+			assert.Regexp(t, `200-file branch, 20 files merged .* ms; `+tc.wantRebase+`\n`, s)
+			assert.Regexp(t, `1 MiB file, stale token, p50 .* ms \(p99 70\.0 ms; daemon CPU 21\.0 ms per edit, median\); `+tc.wantEdit+`\n`, s)
+			assert.Regexp(t, `10000 reads of distinct files .* MiB; `+tc.wantCache+`\n`, s)
+			assert.Contains(t, s, "52.5 MiB (+12.5 MiB across the reads")
+		})
+	}
+}
