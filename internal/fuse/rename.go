@@ -179,10 +179,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // as that record left it (ownWrites.recordedVersion), else the trusted
 // cached one, else for a bound session (whose observation moves with the
 // file) a fresh hash; nothing new outside the guard (t, the name it has
-// now). An object without bytes gets its
-// metadata version now: the rename moved its ctime (a symbolic link's
-// token holds it), and the session's own rename must not make its
-// observation stale.
+// now). An object without bytes gets its metadata version now: the rename
+// moved its ctime (a symbolic link's token holds it), and the session's
+// own rename must not make its observation stale.
 func (m *mountState) renamedVersion(a policy.Actor, t provider.Target, guarded provider.Version, n *node, e entry, st *unix.Stat_t) provider.Version {
 	if guarded != "" && a.Session != "" && !isRegularStat(st) {
 		return version.OfMetadata(st)
