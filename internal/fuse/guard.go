@@ -40,6 +40,10 @@ type ownWrites struct {
 	session policy.SessionID
 	expect  unix.Stat_t // backing stat right after the session's last own change
 	valid   bool
+	// The session's last record of its own change: the version it hashed
+	// and the stat the file had throughout that hash (recorded).
+	recStat unix.Stat_t
+	recVer  provider.Version
 }
 
 // sameBytesStat reports whether two stats of one file can only differ by
@@ -66,7 +70,40 @@ func (o *ownWrites) note(s policy.SessionID, st *unix.Stat_t) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.session != s {
+		o.recVer = ""
+	}
 	o.session, o.expect, o.valid = s, *st, true
+}
+
+// recorded notes that session s recorded its own change of the file as
+// version v, hashed while the file had stat st throughout.
+func (o *ownWrites) recorded(s policy.SessionID, st *unix.Stat_t, v provider.Version) {
+	if s == "" || v == "" {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.valid && o.session == s {
+		o.recStat, o.recVer = *st, v
+	}
+}
+
+// recordedVersion is the version session s last recorded for the file,
+// when the file (stat st) is still as that record and the session's own
+// last change left it (ownedBy): its bytes have not changed since the
+// hash, so a change that moves no bytes (a rename) records it again
+// without reading them.
+func (o *ownWrites) recordedVersion(s policy.SessionID, st *unix.Stat_t) (provider.Version, bool) {
+	if s == "" {
+		return "", false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.valid || o.session != s || o.recVer == "" || !sameBytesStat(&o.expect, st) || !sameBytesStat(&o.recStat, st) {
+		return "", false
+	}
+	return o.recVer, true
 }
 
 // advance moves the remembered stat from before to after when session s

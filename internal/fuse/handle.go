@@ -15,6 +15,7 @@ import (
 
 	"github.com/dshmount/dshmount/internal/policy"
 	"github.com/dshmount/dshmount/internal/provider"
+	"github.com/dshmount/dshmount/internal/provider/version"
 	"github.com/dshmount/dshmount/internal/viewrules"
 )
 
@@ -245,6 +246,13 @@ func (m *mountState) recordWrites(ctx context.Context, h *handle, final bool) {
 	}
 	rel := h.path(&bs.st)
 	after := m.recordVersion(actor, m.target(rel), h.fd())
+	if actor.Session != "" && after != "" {
+		// The version belongs to the stat when the file did not move
+		// while it was hashed.
+		if as, err := fstat(h.fd()); err == nil && version.StatKeyOf(&as.st) == version.StatKeyOf(&bs.st) {
+			h.node.own.recorded(actor.Session, &bs.st, after)
+		}
+	}
 	m.record(ctx, actor, policy.OpWrite, m.target(rel), h.lastVer, after, nil)
 	m.be.changed(rel)
 	h.last, h.lastVer, h.recorded = bs.st, after, true

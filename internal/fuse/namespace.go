@@ -70,7 +70,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno := m.checkCreate(a, "create", t); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	f, err := m.openBacking(rel, int(flags)|syscall.O_CREAT|syscall.O_EXCL, mode&07777)
+	f, err := m.openBacking(rel, int(createFlags(a, flags))|syscall.O_CREAT|syscall.O_EXCL, mode&07777)
 	if errors.Is(err, unix.EEXIST) && flags&syscall.O_EXCL == 0 {
 		if existing, err = m.be.stat(rel); err == nil {
 			return n.createExisting(ctx, a, t, rel, flags, &existing, out)
@@ -91,7 +91,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		_ = f.Close()
 		return nil, nil, 0, errnoOf(err)
 	}
-	after := m.recordVersion(a, t, fd)
+	after := m.createdVersion(a, t, fd, &bs.st)
 	m.record(ctx, a, policy.OpCreate, t, "", after, nil)
 
 	fillAttr(&out.Attr, &bs.st)
@@ -107,6 +107,30 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		cn.own.note(a.Session, &bs.st)
 	}
 	return child, m.wrap(h), h.openFlags(), 0
+}
+
+// createFlags are the backing open flags of a CREATE with flags by a. A
+// bound writer's write-only file is opened for reading and writing on the
+// backing side, so the records of its writes hash the bytes through the
+// handle's own descriptor instead of reopening it through /proc at every
+// flush. The caller still cannot read it: the kernel checks its own open
+// file's mode. An open that creates the file is never refused for the new
+// file's mode, so this cannot fail where the write-only open would not.
+func createFlags(a policy.Actor, flags uint32) uint32 {
+	if a.Session == "" || flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+		return flags
+	}
+	return flags&^syscall.O_ACCMODE | syscall.O_RDWR
+}
+
+// createdVersion is recordVersion for the file the mount just created
+// exclusively as fd with stat st: a regular file of size 0 holds no bytes,
+// so its version is the empty content's, known without reading it.
+func (m *mountState) createdVersion(a policy.Actor, t provider.Target, fd int, st *unix.Stat_t) provider.Version {
+	if isRegularStat(st) && st.Size == 0 && a.Session != "" && !m.cfg.Engine.OutsideGuard(a, t) {
+		return version.OfBytes(nil)
+	}
+	return m.recordVersion(a, t, fd)
 }
 
 // childNode is the node the kernel holds for name under n, or nil.

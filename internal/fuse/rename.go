@@ -149,14 +149,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		m.log.Warn("stat renamed file", "path", dstRel, "err", err)
 		return 0
 	}
-	movedAfter := m.renamedVersion(a, dstT, srcBefore, movedE, &moved.st)
+	movedAfter := m.renamedVersion(a, dstT, srcBefore, srcNode, movedE, &moved.st)
 	if exchange {
 		other, err := statAt(srcE.dir, srcE.name, false)
 		if err != nil {
 			m.log.Warn("stat exchanged file", "path", srcRel, "err", err)
 			return 0
 		}
-		otherAfter := m.renamedVersion(a, srcT, dstBefore, srcE, &other.st)
+		otherAfter := m.renamedVersion(a, srcT, dstBefore, dstNode, srcE, &other.st)
 		m.carryDir(a, &moved.st, srcT, dstT)
 		m.record(ctx, a, policy.OpRename, srcT, srcBefore, movedAfter, &dstT)
 		m.record(ctx, a, policy.OpRename, dstT, dstBefore, otherAfter, &srcT)
@@ -173,19 +173,26 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 }
 
 // renamedVersion is the version to record for a file renamed by a, now the
-// entry e with stat st (its bytes did not change): the one its guard
-// hashed, else the trusted cached one, else for a bound session (whose
-// observation moves with the file) a fresh hash; nothing new outside the
-// guard (t, the name it has now). An object without bytes gets its
-// metadata version now: the rename moved its ctime (a symbolic link's
-// token holds it), and the session's own rename must not make its
-// observation stale.
-func (m *mountState) renamedVersion(a policy.Actor, t provider.Target, guarded provider.Version, e entry, st *unix.Stat_t) provider.Version {
+// entry e with stat st (its bytes did not change) whose node is n (nil:
+// the kernel holds none): the one its guard hashed, else the one the
+// session's last record of its own change hashed while the file is still
+// as that record left it (ownWrites.recordedVersion), else the trusted
+// cached one, else for a bound session (whose observation moves with the
+// file) a fresh hash; nothing new outside the guard (t, the name it has
+// now). An object without bytes gets its metadata version now: the rename
+// moved its ctime (a symbolic link's token holds it), and the session's
+// own rename must not make its observation stale.
+func (m *mountState) renamedVersion(a policy.Actor, t provider.Target, guarded provider.Version, n *node, e entry, st *unix.Stat_t) provider.Version {
 	if guarded != "" && a.Session != "" && !isRegularStat(st) {
 		return version.OfMetadata(st)
 	}
 	if guarded != "" || a.Session == "" || m.cfg.Engine.OutsideGuard(a, t) {
 		return guarded
+	}
+	if n != nil && isRegularStat(st) {
+		if ver, ok := n.own.recordedVersion(a.Session, st); ok {
+			return ver
+		}
 	}
 	if ver, ok := m.vers.Cached(st); ok {
 		return ver

@@ -249,9 +249,19 @@ func (p *reqPass) runStep(self, target string, step reqStep, dir string, units i
 	return after, cpu1 - cpu0, wall, nil
 }
 
+// passOrder is the order the targets run each step in on pass (from 1):
+// rotated by one per pass, so no target always runs first (the page cache
+// and the disk are shared: a sequential write right after another one
+// pays for its dirty pages).
+func passOrder(pass int) []string {
+	k := (pass - 1) % len(reqTargets)
+	return append(append([]string(nil), reqTargets[k:]...), reqTargets[:k]...)
+}
+
 // runRequests is the request table: Reps interleaved passes (every step
-// runs on each target in turn, A B A B), each counting the daemons'
-// requests, CPU and wall time; the counts per unit are the first pass's.
+// runs on each target in turn, A B C A B C, the first target rotating per
+// pass), each counting the daemons' requests, CPU and wall time; the
+// counts per unit are the first pass's.
 func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
 	rows := map[string]*RequestRow{}
 	var order []*RequestRow
@@ -275,7 +285,7 @@ func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
 			if step.Seq {
 				units = c.ReqMiB
 			}
-			for _, t := range reqTargets {
+			for _, t := range passOrder(pass) {
 				if t == reqBeside && !step.Seq {
 					continue
 				}

@@ -45,3 +45,15 @@ func TestPrintRequests_RatioToTheLoopbackWithEachTarget(t *testing.T) {
 	assert.Regexp(t, `create +bound +1\.00 +40\.0 +1\.400 +1\.40× +≤1\.5 met`, s)
 	assert.Contains(t, s, "10 files")
 }
+
+// TestPassOrder_EachTargetLeadsInTurn pins that the interleaved passes
+// rotate which target runs a step first, keeping every target once per
+// pass and the first pass in print order.
+func TestPassOrder_EachTargetLeadsInTurn(t *testing.T) {
+	assert.Equal(t, reqTargets, passOrder(1))
+	for pass := 1; pass <= 2*len(reqTargets); pass++ {
+		got := passOrder(pass)
+		assert.ElementsMatch(t, reqTargets, got, "pass %d", pass)
+		assert.Equal(t, reqTargets[(pass-1)%len(reqTargets)], got[0], "pass %d", pass)
+	}
+}
