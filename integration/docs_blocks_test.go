@@ -94,6 +94,7 @@ var docBlockExemptions = map[string]string{
 	"docs/testing.md: make test": "the whole suite, this test included: it would run itself",
 	"docs/testing.md: go build ./... && go vet ./...": "the developer's commands of the suite itself: the last line runs this package again " +
 		"(recursion), and the others are what `make test` runs anyway",
+	"docs/testing.md: go test -count=1 -p 1 ./internal/fuse/mounttest":                                    "the mount behaviour suite's own tests, run by `make test` (its second line mounts eight daemons)",
 	"docs/testing.md: go test -count=1 -p 1 ./internal/policy/kv/...":                                     "a package's own tests, run by `make test`",
 	"docs/testing.md: go test -count=1 -p 1 -timeout 30m -run 'TestDocBlocks_|TestReadme_' ./integration": "this test itself: it would run itself",
 	"docs/testing.md: bash scripts/judges/build.sh": "clones two repositories from the network and installs compilers as root (about 3 minutes); " +
