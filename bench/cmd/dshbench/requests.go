@@ -45,13 +45,23 @@ var reqMax = map[string]float64{reqUnbound: 1.1, reqBound: 1.5, reqBeside: 1.1}
 type reqStep struct {
 	Name string
 	Seq  bool // sequential 1 MiB-block rows: per MiB, not per file
+	Tree bool // the Go source tree's rows: per entry of its tar
 }
 
 // reqSteps run in order on each target's directory: the stat follows the
-// create and a listing (what READDIRPLUS can answer).
+// create and a listing (what READDIRPLUS can answer); the tree rows are the
+// workloads a mount is felt in (tar -x, git add -A && git commit, rm -rf).
 var reqSteps = []reqStep{
 	{Name: "create"}, {Name: "readdir"}, {Name: "stat_after_readdir"},
-	{Name: "rename"}, {Name: "delete"}, {Name: "seq_write", Seq: true}, {Name: "seq_read", Seq: true},
+	{Name: "rename"}, {Name: "delete"},
+	{Name: "tar_x", Tree: true}, {Name: "git_add_commit", Tree: true}, {Name: "rm_rf", Tree: true},
+	{Name: "seq_write", Seq: true}, {Name: "seq_read", Seq: true},
+}
+
+// reqTree is the tar the tree rows extract and its entries.
+type reqTree struct {
+	Tar     string
+	Entries int
 }
 
 // RequestRow is one step on one target: FUSE requests per file (per MiB
@@ -207,12 +217,15 @@ func (p *reqPass) stop() {
 
 // runStep runs one step on one target and returns its requests by opcode
 // (FORGET excluded), the daemon's CPU seconds and the wall time.
-func (p *reqPass) runStep(self, target string, step reqStep, dir string, units int) (map[string]uint64, float64, float64, error) {
+func (p *reqPass) runStep(self, target string, step reqStep, dir string, units int, tree reqTree) (map[string]uint64, float64, float64, error) {
 	stats := p.dshStats
 	if target == reqLoopback {
 		stats = p.lbStats
 	}
 	args := []string{self, "step", "--step", step.Name, "--dir", dir, "--n", strconv.Itoa(units)}
+	if step.Tree {
+		args = append(args, "--tar", tree.Tar)
+	}
 	cmd := exec.Command(args[0], args[1:]...)
 	if target == reqBound {
 		cmd = p.bind(args...)
@@ -261,8 +274,9 @@ func passOrder(pass int) []string {
 // runRequests is the request table: Reps interleaved passes (every step
 // runs on each target in turn, A B C A B C, the first target rotating per
 // pass), each counting the daemons' requests, CPU and wall time; the
-// counts per unit are the first pass's.
-func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
+// counts per unit are the first pass's. The tree rows extract tree.Tar
+// (none without it).
+func runRequests(c *runConfig, self, base string, tree reqTree) ([]*RequestRow, error) {
 	rows := map[string]*RequestRow{}
 	var order []*RequestRow
 	row := func(step, target string, units int) *RequestRow {
@@ -282,8 +296,13 @@ func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
 		logf("requests: pass %d of %d", pass, c.Reps)
 		for _, step := range reqSteps {
 			units := c.ReqFiles
-			if step.Seq {
+			switch {
+			case step.Seq:
 				units = c.ReqMiB
+			case step.Tree && tree.Tar == "":
+				continue
+			case step.Tree:
+				units = tree.Entries
 			}
 			for _, t := range passOrder(pass) {
 				if t == reqBeside && !step.Seq {
@@ -294,7 +313,7 @@ func runRequests(c *runConfig, self, base string) ([]*RequestRow, error) {
 					p.stop()
 					return nil, err
 				}
-				ops, cpu, wall, err := p.runStep(self, t, step, dir, units)
+				ops, cpu, wall, err := p.runStep(self, t, step, dir, units, tree)
 				if err != nil {
 					p.stop()
 					return nil, err

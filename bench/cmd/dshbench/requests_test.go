@@ -37,13 +37,17 @@ func TestPrintRequests_RatioToTheLoopbackWithEachTarget(t *testing.T) {
 		{Step: "create", Target: reqLoopback, Units: 10, PerUnit: map[string]float64{"CREATE": 1, "LOOKUP": 1}, CPUus: []float64{20}, Wall: []float64{1, 1}},
 		{Step: "create", Target: reqUnbound, Units: 10, PerUnit: map[string]float64{"CREATE": 1, "LOOKUP": 1, "GETATTR": 1}, CPUus: []float64{30}, Wall: []float64{1.2, 1.2}},
 		{Step: "create", Target: reqBound, Units: 10, PerUnit: map[string]float64{"CREATE": 1}, CPUus: []float64{40}, Wall: []float64{1.4, 1.4}},
+		{Step: "tar_x", Target: reqLoopback, Units: 7, PerUnit: map[string]float64{"CREATE": 1}, CPUus: []float64{10}, Wall: []float64{2, 2}},
+		{Step: "tar_x", Target: reqUnbound, Units: 7, PerUnit: map[string]float64{"CREATE": 1}, CPUus: []float64{15}, Wall: []float64{2, 2}},
 	}
 	var out bytes.Buffer
 	fprintRequests(&out, rows)
 	s := out.String()
-	assert.Regexp(t, `create +unbound +3\.00 +30\.0 +1\.200 +1\.20× +≤1\.1 NOT met +CREATE 1\.00, GETATTR 1\.00, LOOKUP 1\.00`, s)
-	assert.Regexp(t, `create +bound +1\.00 +40\.0 +1\.400 +1\.40× +≤1\.5 met`, s)
-	assert.Contains(t, s, "10 files")
+	// CPU per file: requests per file × CPU per request, against the loopback's.
+	assert.Regexp(t, `create +unbound +3\.00 +30\.0 +2\.25× +1\.200 +1\.20× +≤1\.1 NOT met +CREATE 1\.00, GETATTR 1\.00, LOOKUP 1\.00`, s)
+	assert.Regexp(t, `create +bound +1\.00 +40\.0 +1\.00× +1\.400 +1\.40× +≤1\.5 met`, s)
+	assert.Regexp(t, `tar_x +unbound +1\.00 +15\.0 +1\.50× +2\.000 +1\.00× +≤1\.1 met`, s)
+	assert.Contains(t, s, "10 files / 0 MiB / 7 entries")
 }
 
 // TestPassOrder_EachTargetLeadsInTurn pins that the interleaved passes

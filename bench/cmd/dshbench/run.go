@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -134,7 +135,11 @@ func runAll(args []string) error {
 		}
 	}
 	if only("requests") {
-		if res.Requests, err = runRequests(&c, self, base); err != nil {
+		entries, err := tarEntries(tarPath)
+		if err != nil {
+			return err
+		}
+		if res.Requests, err = runRequests(&c, self, base, reqTree{Tar: tarPath, Entries: entries}); err != nil {
 			return err
 		}
 	}
@@ -355,6 +360,23 @@ func mountOptions(mnt string) string {
 		}
 	}
 	return ""
+}
+
+// tarEntries counts the entries of the tar at p.
+func tarEntries(p string) (int, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, fmt.Errorf("tar entries: %w", err)
+	}
+	defer f.Close()
+	n := 0
+	for tr := tar.NewReader(f); ; n++ {
+		if _, err := tr.Next(); err == io.EOF {
+			return n, nil
+		} else if err != nil {
+			return 0, fmt.Errorf("tar entries of %s: %w", p, err)
+		}
+	}
 }
 
 // rssMiB is VmRSS of pid in MiB.

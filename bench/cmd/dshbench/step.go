@@ -13,12 +13,14 @@ import (
 )
 
 // runStep is `dshbench step`: one step of the request table in a directory
-// (files f0…f(n-1), renamed to g…, then deleted; seq.bin of n MiB).
+// (files f0…f(n-1), renamed to g…, then deleted; seq.bin of n MiB; the tar's
+// tree extracted, committed to a new git repository and removed).
 func runStep(args []string) error {
 	f := flag.NewFlagSet("step", flag.ContinueOnError)
-	step := f.String("step", "", "create, readdir, stat_after_readdir, rename, delete, seq_write or seq_read")
+	step := f.String("step", "", "create, readdir, stat_after_readdir, rename, delete, seq_write, seq_read, tar_x, git_add_commit or rm_rf")
 	dir := f.String("dir", "", "directory to work in (must exist)")
 	n := f.Int("n", 1000, "files, or MiB for seq_write and seq_read")
+	tarPath := f.String("tar", "", "tar_x: the tar to extract (its tree is src/...)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -50,6 +52,13 @@ func runStep(args []string) error {
 		return each(func(i int) error { return os.Remove(name("g", i)) })
 	case "seq_write":
 		return seqWrite(seq, *n)
+	case "tar_x":
+		return run(*dir, "tar", "-xf", *tarPath)
+	case "git_add_commit": // the repository's creation is part of the step: one git init
+		return run(filepath.Join(*dir, "src"), "sh", "-c",
+			"git init -q && git config gc.auto 0 && git config maintenance.auto false && git add -A && git commit -q -m bench")
+	case "rm_rf":
+		return os.RemoveAll(filepath.Join(*dir, "src"))
 	case "seq_read":
 		dropCaches()
 		fh, err := os.Open(seq)
@@ -91,10 +100,10 @@ func fprintRequests(w io.Writer, rows []*RequestRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nFUSE requests per file (per MiB for seq_*) and daemon CPU per request, %d files / %d MiB; the daemons' own counters (daemon.status, the loopback's -stats socket) over %d interleaved runs (medians; counts from the first)\n",
-		unitsOf(rows, false), unitsOf(rows, true), len(rows[0].Wall))
+	fmt.Fprintf(w, "\nFUSE requests per file (per MiB for seq_*, per entry of Go's source tree for tar_x, git_add_commit and rm_rf) and daemon CPU, %d files / %d MiB / %d entries; the daemons' own counters (daemon.status, the loopback's -stats socket) over %d interleaved runs (medians; counts from the first)\n",
+		unitsOf(rows, stepFiles), unitsOf(rows, stepMiB), unitsOf(rows, stepTree), len(rows[0].Wall))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "step\ttarget\treq/file\tCPU µs/req\twall s\t÷loopback\ttarget\tby opcode")
+	fmt.Fprintln(tw, "step\ttarget\treq/file\tCPU µs/req\tCPU/file ÷loopback\twall s\t÷loopback\ttarget\tby opcode")
 	lb := map[string]*RequestRow{}
 	for _, r := range rows {
 		if r.Target == reqLoopback {
@@ -102,22 +111,46 @@ func fprintRequests(w io.Writer, rows []*RequestRow) {
 		}
 	}
 	for _, r := range rows {
-		wall, ratioText, goal := median(r.Wall), "", ""
+		wall, ratioText, goal, cpuText := median(r.Wall), "", "", ""
 		if l := lb[r.Step]; l != nil && r.Target != reqLoopback && median(l.Wall) > 0 {
 			q := wall / median(l.Wall)
 			ratioText = fmt.Sprintf("%.2f×", q)
 			goal = fmt.Sprintf("≤%.1f %s", reqMax[r.Target], verdict(q <= reqMax[r.Target]))
+			cpuText = ratio(nanIfEmpty(r.CPUus)*r.total(), nanIfEmpty(l.CPUus)*l.total())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%.3f\t%s\t%s\t%s\n", r.Step, r.Target, r.total(),
-			num(nanIfEmpty(r.CPUus)), wall, ratioText, goal, opsText(r.PerUnit))
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t%.3f\t%s\t%s\t%s\n", r.Step, r.Target, r.total(),
+			num(nanIfEmpty(r.CPUus)), cpuText, wall, ratioText, goal, opsText(r.PerUnit))
 	}
 	tw.Flush()
 }
 
-// unitsOf is the files (or MiB, seq) of the table's rows.
-func unitsOf(rows []*RequestRow, seq bool) int {
+// stepUnit is what a request-table step counts per: files, MiB or tree entries.
+type stepUnit int
+
+const (
+	stepFiles stepUnit = iota
+	stepMiB
+	stepTree
+)
+
+// unitOf is the unit of the step named name.
+func unitOf(name string) stepUnit {
+	for _, s := range reqSteps {
+		switch {
+		case s.Name != name:
+		case s.Seq:
+			return stepMiB
+		case s.Tree:
+			return stepTree
+		}
+	}
+	return stepFiles
+}
+
+// unitsOf is the files, MiB or entries of the table's rows of that unit.
+func unitsOf(rows []*RequestRow, u stepUnit) int {
 	for _, r := range rows {
-		if (r.Step == "seq_write" || r.Step == "seq_read") == seq {
+		if unitOf(r.Step) == u {
 			return r.Units
 		}
 	}
