@@ -109,9 +109,6 @@ func (s *treeSnap) move(from, to string) {
 // all iterates over the snapshot; the loop must not change it.
 func (s *treeSnap) all() iter.Seq2[string, TreeStat] { return maps.All(s.stats) }
 
-// len is the number of paths the snapshot knows.
-func (s *treeSnap) len() int { return len(s.stats) }
-
 // treeWatches is a tree watcher's watch table: the directory each inotify
 // watch descriptor names and back, and how many watched directories lie
 // below each directory, so that removing or renaming a directory with no

@@ -137,9 +137,8 @@ func (fs *FS) newTreeWatcher(opts TreeWatchOptions, deliver func([]TreeEvent, er
 		return nil, ioFailure("watch tree", ".", pathErr("inotify_init1", ".", err))
 	}
 	w := &treeWatcher{
-		fs: fs, ifd: ifd, opts: opts, deliver: deliver,
-		watches: newTreeWatches(),
-		marks:   map[string]*treeMark{}, moves: map[uint32]treeMove{}, done: make(chan struct{}),
+		fs: fs, ifd: ifd, opts: opts, deliver: deliver, watches: newTreeWatches(),
+		marks: map[string]*treeMark{}, moves: map[uint32]treeMove{}, done: make(chan struct{}),
 		sysctl: userWatchesSysctl, root: os.Geteuid() == 0 && !fs.hooks.treeNotRoot,
 	}
 	if fs.hooks.treeSysctl != "" {
