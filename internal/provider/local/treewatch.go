@@ -137,18 +137,19 @@ func (fs *FS) newTreeWatcher(opts TreeWatchOptions, deliver func([]TreeEvent, er
 		return nil, ioFailure("watch tree", ".", pathErr("inotify_init1", ".", err))
 	}
 	w := &treeWatcher{
-		fs: fs, ifd: ifd, opts: opts, deliver: deliver,
-		wds: map[int]string{}, dirs: map[string]int{}, snap: map[string]TreeStat{},
+		fs: fs, ifd: ifd, opts: opts, deliver: deliver, watches: newTreeWatches(),
 		marks: map[string]*treeMark{}, moves: map[uint32]treeMove{}, done: make(chan struct{}),
 		sysctl: userWatchesSysctl, root: os.Geteuid() == 0 && !fs.hooks.treeNotRoot,
 	}
 	if fs.hooks.treeSysctl != "" {
 		w.sysctl = fs.hooks.treeSysctl
 	}
-	if _, err := w.scan(".", w.snap, nil); err != nil {
+	known := map[string]TreeStat{}
+	if _, err := w.scan(".", known, nil); err != nil {
 		unix.Close(ifd)
 		return nil, err
 	}
+	w.snap = newTreeSnap(known)
 	w.f = os.NewFile(uintptr(ifd), "inotify")
 	return w, nil
 }
@@ -163,9 +164,8 @@ type treeWatcher struct {
 	sysctl  string // the max_user_watches file
 	root    bool   // may raise the watch limit
 
-	wds  map[int]string      // watch descriptor → directory
-	dirs map[string]int      // directory → watch descriptor
-	snap map[string]TreeStat // what the watcher last knew, per path
+	watches *treeWatches // the watch table
+	snap    *treeSnap    // what the watcher last knew, per path
 
 	// The current window.
 	items    []treeItem           // first-seen order
@@ -235,11 +235,7 @@ func (w *treeWatcher) addWatch(rel string) error {
 	if err != nil {
 		return pathErr("inotify_add_watch", rel, err)
 	}
-	if old, ok := w.dirs[rel]; ok && old != wd {
-		delete(w.wds, old)
-	}
-	w.wds[wd] = rel
-	w.dirs[rel] = wd
+	w.watches.set(rel, wd)
 	return nil
 }
 
@@ -254,7 +250,7 @@ func (w *treeWatcher) raiseLimit() error {
 	want := max(cur*2, 8192)
 	fix := fmt.Sprintf("sysctl -w fs.inotify.max_user_watches=%d", want)
 	if !w.root {
-		return fmt.Errorf("inotify watch limit reached (fs.inotify.max_user_watches=%d, %d directories watched); as root run: %s", cur, len(w.dirs), fix)
+		return fmt.Errorf("inotify watch limit reached (fs.inotify.max_user_watches=%d, %d directories watched); as root run: %s", cur, len(w.watches.dirs), fix)
 	}
 	if err := os.WriteFile(w.sysctl, []byte(strconv.Itoa(want)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("inotify watch limit reached (fs.inotify.max_user_watches=%d) and raising it failed (%w); run: %s", cur, err, fix)
@@ -430,16 +426,11 @@ func (w *treeWatcher) apply(wd int, mask, cookie uint32, name string) bool {
 		w.lose()
 		return false
 	}
-	dir, ok := w.wds[wd]
 	if mask&unix.IN_IGNORED != 0 {
-		if ok {
-			delete(w.wds, wd)
-			if w.dirs[dir] == wd {
-				delete(w.dirs, dir)
-			}
-		}
+		dir, ok := w.watches.ignored(wd)
 		return ok && dir == "."
 	}
+	dir, ok := w.watches.wds[wd]
 	if !ok || name == "" || w.overflow {
 		return false // self events: the parent's watch reports the entry
 	}
@@ -466,7 +457,7 @@ func (w *treeWatcher) apply(wd int, mask, cookie uint32, name string) bool {
 		}
 		delete(w.moves, cookie)
 		if from.dir {
-			w.moveWatches(from.path, p)
+			w.watches.move(from.path, p)
 		}
 		w.items = append(w.items, treeItem{from: from.path, path: p})
 	case mask&unix.IN_CREATE != 0:
@@ -490,28 +481,9 @@ func (w *treeWatcher) adopt(p string) {
 	}
 }
 
-// moveWatches renames the watched directories at and below from to to.
-func (w *treeWatcher) moveWatches(from, to string) {
-	for rel, wd := range w.dirs {
-		if rel != from && !under(rel, from) {
-			continue
-		}
-		nrel := to + rel[len(from):]
-		delete(w.dirs, rel)
-		w.dirs[nrel] = wd
-		w.wds[wd] = nrel
-	}
-}
-
 // unwatch removes the watches at and below dir (it left the tree).
 func (w *treeWatcher) unwatch(dir string) {
-	for rel, wd := range w.dirs {
-		if rel == dir || under(rel, dir) {
-			_, _ = unix.InotifyRmWatch(w.ifd, uint32(wd))
-			delete(w.dirs, rel)
-			delete(w.wds, wd)
-		}
-	}
+	w.watches.remove(dir, func(wd int) { _, _ = unix.InotifyRmWatch(w.ifd, uint32(wd)) })
 }
 
 // flush classifies the window against the snapshot and delivers it.
@@ -557,33 +529,27 @@ func (w *treeWatcher) flush() {
 
 // renamed reports a rename within the tree and moves the snapshot along.
 func (w *treeWatcher) renamed(out []TreeEvent, from, to string) []TreeEvent {
-	old, had := w.snap[from]
+	old, had := w.snap.del(from)
 	if !had {
 		// from appeared in this window (a temp file renamed into place):
 		// to was created or replaced.
 		delete(w.marks, from)
 		delete(w.marks, to)
 		out = w.classify(out, to, true)
-		if st, ok := w.snap[to]; ok && st.isDir() {
+		if st, ok := w.snap.get(to); ok && st.isDir() {
 			out = w.createdBelow(out, to)
 		}
 		return out
 	}
-	delete(w.snap, from)
 	if old.isDir() {
-		for p, st := range w.snap {
-			if under(p, from) {
-				delete(w.snap, p)
-				w.snap[to+p[len(from):]] = st
-			}
-		}
+		w.snap.move(from, to)
 	}
 	delete(w.marks, from)
 	delete(w.marks, to)
 	ev := TreeEvent{Kind: TreeRenamed, Path: from, To: to, Dir: old.isDir()}
 	if st, ok, err := w.fs.fence.StatEntry(to); err == nil && ok {
 		ts := treeStatOf(&st)
-		w.snap[to] = ts
+		w.snap.put(to, ts)
 		ev.Stat = &ts
 	}
 	return append(out, ev)
@@ -599,14 +565,14 @@ func (w *treeWatcher) createdBelow(out []TreeEvent, dir string) []TreeEvent {
 	}
 	paths := make([]string, 0, len(found))
 	for p := range found {
-		if _, known := w.snap[p]; !known {
+		if _, known := w.snap.get(p); !known {
 			paths = append(paths, p)
 		}
 	}
 	slices.Sort(paths)
 	for _, p := range paths {
 		st := found[p]
-		w.snap[p] = st
+		w.snap.put(p, st)
 		out = append(out, TreeEvent{Kind: TreeCreated, Path: p, Dir: st.isDir(), Stat: &st})
 	}
 	return out
@@ -614,7 +580,7 @@ func (w *treeWatcher) createdBelow(out []TreeEvent, dir string) []TreeEvent {
 
 // classify compares one pending path with the snapshot.
 func (w *treeWatcher) classify(out []TreeEvent, p string, modified bool) []TreeEvent {
-	old, had := w.snap[p]
+	old, had := w.snap.get(p)
 	st, ok, err := w.fs.fence.StatEntry(p)
 	if err != nil {
 		ok = false
@@ -623,19 +589,19 @@ func (w *treeWatcher) classify(out []TreeEvent, p string, modified bool) []TreeE
 	case !had && !ok:
 		return out
 	case had && !ok:
-		delete(w.snap, p)
+		w.snap.del(p)
 		out = append(out, TreeEvent{Kind: TreeDeleted, Path: p, Dir: old.isDir()})
 		if old.isDir() {
-			for _, c := range w.descendants(p) {
-				out = append(out, TreeEvent{Kind: TreeDeleted, Path: c, Dir: w.snap[c].isDir()})
-				delete(w.snap, c)
+			for _, c := range w.snap.below(p) {
+				cst, _ := w.snap.del(c)
+				out = append(out, TreeEvent{Kind: TreeDeleted, Path: c, Dir: cst.isDir()})
 			}
 			w.unwatch(p)
 		}
 		return out
 	}
 	cur := treeStatOf(&st)
-	w.snap[p] = cur
+	w.snap.put(p, cur)
 	ev := TreeEvent{Path: p, Dir: cur.isDir(), Stat: &cur}
 	switch {
 	case !had:
@@ -657,23 +623,12 @@ func (w *treeWatcher) classify(out []TreeEvent, p string, modified bool) []TreeE
 	return append(out, ev)
 }
 
-// descendants lists the snapshot's paths below dir.
-func (w *treeWatcher) descendants(dir string) []string {
-	var out []string
-	for p := range w.snap {
-		if under(p, dir) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // rescan rebuilds the snapshot and watch table from the tree and reports
 // what differs from what the watcher knew.
 func (w *treeWatcher) rescan() []TreeEvent {
 	cur := map[string]TreeStat{}
-	before := make(map[string]int, len(w.dirs))
-	for rel, wd := range w.dirs {
+	before := make(map[string]int, len(w.watches.dirs))
+	for rel, wd := range w.watches.dirs {
 		before[rel] = wd
 	}
 	if _, err := w.scan(".", cur, nil); err != nil {
@@ -683,17 +638,17 @@ func (w *treeWatcher) rescan() []TreeEvent {
 	// drop names whose directory is no longer where the table says.
 	for rel := range before {
 		if st, ok := cur[rel]; rel != "." && (!ok || !st.isDir()) {
-			delete(w.dirs, rel)
+			w.watches.unname(rel)
 		}
 	}
 	var out []TreeEvent
-	for p, old := range w.snap {
+	for p, old := range w.snap.all() {
 		if _, ok := cur[p]; !ok {
 			out = append(out, TreeEvent{Kind: TreeDeleted, Path: p, Dir: old.isDir()})
 		}
 	}
 	for p, st := range cur {
-		old, had := w.snap[p]
+		old, had := w.snap.get(p)
 		ts := st
 		ev := TreeEvent{Path: p, Dir: st.isDir(), Stat: &ts}
 		switch {
@@ -715,7 +670,7 @@ func (w *treeWatcher) rescan() []TreeEvent {
 		}
 		out = append(out, ev)
 	}
-	w.snap = cur
+	w.snap.reset(cur)
 	slices.SortFunc(out, func(a, b TreeEvent) int {
 		if a.Kind != b.Kind && (a.Kind == TreeDeleted || b.Kind == TreeDeleted) {
 			if a.Kind == TreeDeleted {

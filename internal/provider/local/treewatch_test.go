@@ -231,7 +231,7 @@ func TestWatchTree_KernelQueueOverflowRescansWhatItLost(t *testing.T) {
 		got = append(got, render(ev))
 	}
 	assert.Equal(t, []string{"overflow", "deleted gone.txt", "modified edit.txt", "created sub", "created sub/new.txt"}, got)
-	_, watched := w.dirs["sub"]
+	_, watched := w.watches.dirs["sub"]
 	assert.True(t, watched, "the rescan watches the directory it found")
 }
 
@@ -258,7 +258,7 @@ func TestWatchTree_WatchLimitIsRaisedAsRoot(t *testing.T) {
 	data, err := os.ReadFile(sysctl)
 	require.NoError(t, err)
 	assert.Equal(t, "8192\n", string(data))
-	assert.Contains(t, w.dirs, "d")
+	assert.Contains(t, w.watches.dirs, "d")
 }
 
 func TestWatchTree_WatchLimitFailsLoudlyWithTheFixWhenNotRoot(t *testing.T) {
