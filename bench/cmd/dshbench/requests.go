@@ -136,23 +136,37 @@ func requestsOf(counts map[string]uint64) uint64 {
 	return n
 }
 
-// quiet waits until the daemon received no request for 300 ms (the kernel
-// sends RELEASE and FLUSH after the last close returned), at most 20 s,
-// and returns its counters and CPU time then.
+// quietWindow is how long a daemon must receive no request and use less
+// than quietCPU of CPU for quiet to call it idle.
+const (
+	quietWindow = 300 * time.Millisecond
+	quietCPU    = 0.005 // seconds per quietWindow
+)
+
+// quiet waits until the daemon received no request for quietWindow (the
+// kernel sends RELEASE and FLUSH after the last close returned) and used
+// less than quietCPU in it (its store's batches and compactions and its
+// watcher finish the step's work after the last reply), at most 30 s, and
+// returns its counters and CPU time then. A step's CPU so includes the
+// work it left behind, which would otherwise be counted to the next step.
 func (r statsReader) quiet() (map[string]uint64, float64, error) {
 	counts, cpu, err := r()
 	if err != nil {
 		return nil, 0, err
 	}
-	last, since := requestsOf(counts), time.Now()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	last, since, cpuSince := requestsOf(counts), time.Now(), cpu
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if counts, cpu, err = r(); err != nil {
 			return nil, 0, err
 		}
-		if n := requestsOf(counts); n != last {
-			last, since = n, time.Now()
-		} else if time.Since(since) >= 300*time.Millisecond {
-			break
+		switch n := requestsOf(counts); {
+		case n != last:
+			last, since, cpuSince = n, time.Now(), cpu
+		case time.Since(since) < quietWindow:
+		case cpu-cpuSince < quietCPU:
+			return counts, cpu, nil
+		default: // busy without requests: start a new window
+			since, cpuSince = time.Now(), cpu
 		}
 	}
 	return counts, cpu, nil

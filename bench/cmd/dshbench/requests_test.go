@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,23 @@ func TestPassOrder_EachTargetLeadsInTurn(t *testing.T) {
 		assert.ElementsMatch(t, reqTargets, got, "pass %d", pass)
 		assert.Equal(t, reqTargets[(pass-1)%len(reqTargets)], got[0], "pass %d", pass)
 	}
+}
+
+// TestQuiet_WaitsForTheDaemonsCPUToSettle pins that a step's counters are
+// read once the daemon stopped both receiving requests and working: the
+// work a step leaves behind (a store batch, a compaction) is its own.
+func TestQuiet_WaitsForTheDaemonsCPUToSettle(t *testing.T) {
+	calls, busy := 0, 12 // the daemon works for its first 12 reads (~600 ms)
+	r := statsReader(func() (map[string]uint64, float64, error) {
+		calls++
+		cpu := 0.02 * float64(min(calls, busy))
+		return map[string]uint64{"LOOKUP": 7}, cpu, nil
+	})
+	start := time.Now()
+	counts, cpu, err := r.quiet()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), counts["LOOKUP"])
+	assert.InDelta(t, 0.02*float64(busy), cpu, 1e-9, "read before the daemon's work ended")
+	assert.GreaterOrEqual(t, calls, busy+int(quietWindow/(50*time.Millisecond)))
+	assert.Less(t, time.Since(start), 10*time.Second)
 }
