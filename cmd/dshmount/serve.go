@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"sync/atomic"
 	"time"
@@ -30,12 +29,6 @@ func serveCommand() command {
 	}
 }
 
-// defaultMemoryLimit is the daemon's soft heap limit (GOMEMLIMIT overrides
-// it): past it the collector runs more often and returns freed memory to the
-// system, so transient peaks (Badger flushing memtables and compacting) do
-// not leave the daemon's RSS at twice its live heap.
-const defaultMemoryLimit = 128 << 20
-
 // runServe parses the flags and runs the daemon until ctx ends.
 func runServe(ctx context.Context, args []string, sio stdio) int {
 	cfg, err := parseServeArgs(args, sio.out, sio.err)
@@ -55,9 +48,10 @@ func runServe(ctx context.Context, args []string, sio stdio) int {
 		fmt.Fprintf(sio.err, "dshmount serve: %v\n", err)
 		return exitUsage
 	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(defaultMemoryLimit)
-	}
+	_, gomemlimitSet := os.LookupEnv("GOMEMLIMIT")
+	limitCtx, stopLimit := context.WithCancel(ctx)
+	defer stopLimit()
+	startMemoryLimit(limitCtx, gomemlimitSet)
 	if cfg.CPUProfile != "" {
 		f, err := os.Create(cfg.CPUProfile)
 		if err == nil {

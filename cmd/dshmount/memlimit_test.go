@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMemoryLimitFor_NeverSitsAtTheLiveHeap pins the soft limit's rule: the
+// floor while the live heap is small, else half the floor above the live
+// heap, so the collector never runs back to back.
+func TestMemoryLimitFor_NeverSitsAtTheLiveHeap(t *testing.T) {
+	const floor = 128 << 20
+	for _, c := range []struct {
+		live uint64
+		want int64
+	}{
+		{0, floor},
+		{32 << 20, floor},
+		{64 << 20, floor},
+		{100 << 20, 164 << 20},
+		{1 << 30, 1<<30 + 64<<20},
+	} {
+		got := memoryLimitFor(floor, c.live)
+		assert.Equal(t, c.want, got, "live %d MiB", c.live>>20)
+		assert.GreaterOrEqual(t, got-int64(c.live), int64(floor/2), "headroom at live %d MiB", c.live>>20)
+	}
+}
+
+// TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown pins that the limit is
+// set at once, follows a heap that grows and shrinks, and is left alone
+// while the heap holds steady.
+func TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown(t *testing.T) {
+	var mu sync.Mutex
+	live := uint64(10 << 20)
+	var sets []int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		followLiveHeap(ctx, 128<<20, time.Millisecond,
+			func() uint64 { mu.Lock(); defer mu.Unlock(); return live },
+			func(l int64) int64 { mu.Lock(); defer mu.Unlock(); sets = append(sets, l); return 0 })
+	}()
+	waitFor := func(want int64) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(sets) > 0 && sets[len(sets)-1] == want
+		}, 5*time.Second, time.Millisecond, "limit %d MiB", want>>20)
+	}
+	waitFor(128 << 20)
+	mu.Lock()
+	live = 200 << 20
+	mu.Unlock()
+	waitFor(264 << 20)
+	time.Sleep(20 * time.Millisecond) // a steady heap sets nothing more
+	mu.Lock()
+	n := len(sets)
+	live = 20 << 20
+	mu.Unlock()
+	assert.Equal(t, 2, n, "sets while the heap held steady: %v", sets)
+	waitFor(128 << 20)
+	cancel()
+	<-done
+}
