@@ -176,7 +176,7 @@ type treeWatcher struct {
 	overflow bool                 // events were lost in this window
 	urgent   bool                 // a FlushOn path is pending
 
-	reads atomic.Int64 // reads of the kernel's queue, for tests and profiles
+	reads   atomic.Int64 // reads of the kernel's queue, for tests and profiles
 
 	drained time.Time // start of the latest read that emptied the kernel queue
 	since   time.Time // drained as of the last delivery: Since of the next batch
