@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -176,8 +175,6 @@ type treeWatcher struct {
 	overflow bool                 // events were lost in this window
 	urgent   bool                 // a FlushOn path is pending
 
-	reads   atomic.Int64 // reads of the kernel's queue, for tests and profiles
-
 	drained time.Time // start of the latest read that emptied the kernel queue
 	since   time.Time // drained as of the last delivery: Since of the next batch
 
@@ -340,7 +337,6 @@ func (w *treeWatcher) run() {
 		}
 		start := time.Now()
 		n, err := w.f.Read(buf)
-		w.reads.Add(1)
 		if err == nil && len(buf)-n < maxEvent {
 			start = time.Time{} // the buffer filled: more may be queued
 		}
@@ -368,22 +364,9 @@ func (w *treeWatcher) run() {
 		}
 		if w.pending() && (w.urgent || time.Since(w.first) >= w.opts.Window) {
 			w.flush()
-			continue
-		}
-		if w.pending() {
-			// Let the window's next events queue up (the kernel merges
-			// repeats of the same event meanwhile) and read them together:
-			// a tool writing files would otherwise wake the watcher for
-			// each of its events.
-			time.Sleep(min(treeReadPause, time.Until(w.first.Add(w.opts.Window))))
 		}
 	}
 }
-
-// treeReadPause is how long the watcher lets events queue after a read
-// while a window is open and no FlushOn path is pending: what a sync cookie
-// may wait for besides the window.
-const treeReadPause = 2 * time.Millisecond
 
 // pending reports whether the window holds anything.
 func (w *treeWatcher) pending() bool {
