@@ -327,29 +327,12 @@ func under(p, dir string) bool {
 // run reads events until Close, flushing each window when it ends.
 func (w *treeWatcher) run() {
 	defer close(w.done)
-	const maxEvent = unix.SizeofInotifyEvent + unix.NAME_MAX + 1
-	buf := make([]byte, 256*maxEvent)
+	buf := make([]byte, 256*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
-		if w.pending() {
-			_ = w.f.SetReadDeadline(w.first.Add(w.opts.Window))
-		} else {
-			_ = w.f.SetReadDeadline(time.Time{})
-		}
-		start := time.Now()
-		n, err := w.f.Read(buf)
-		if err == nil && len(buf)-n < maxEvent {
-			start = time.Time{} // the buffer filled: more may be queued
-		}
-		if (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) && !start.IsZero() {
-			// The kernel returns every queued event that fits: the queue
-			// was empty when this read began, or it waited until the
-			// deadline with nothing to read.
-			w.drained = start
-		}
+		n, err := w.read(buf)
+		ended := errors.Is(err, os.ErrDeadlineExceeded)
 		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			w.flush()
-			continue
+		case ended:
 		case errors.Is(err, os.ErrClosed):
 			return
 		case err != nil:
@@ -362,10 +345,66 @@ func (w *treeWatcher) run() {
 				"the workspace directory was removed or moved"))
 			return
 		}
-		if w.pending() && (w.urgent || time.Since(w.first) >= w.opts.Window) {
+		if ended || w.pending() && (w.urgent || time.Since(w.first) >= w.opts.Window) {
 			w.flush()
 		}
 	}
+}
+
+// read reads the next events into buf, waiting at most until the window
+// ends, and records in drained when the kernel's queue was last seen empty.
+// It returns os.ErrDeadlineExceeded, after a last look at the queue, when
+// the window ended: n may then be above zero.
+func (w *treeWatcher) read(buf []byte) (n int, err error) {
+	const maxEvent = unix.SizeofInotifyEvent + unix.NAME_MAX + 1
+	if w.pending() {
+		_ = w.f.SetReadDeadline(w.first.Add(w.opts.Window))
+	} else {
+		_ = w.f.SetReadDeadline(time.Time{})
+	}
+	start := time.Now()
+	n, err = w.f.Read(buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// A read whose deadline passed before it began returns without
+		// looking at the queue: look now, without waiting, so that events
+		// queued before start are never taken for ones that came after.
+		start = time.Now()
+		n, err = w.readNow(buf)
+		if err == nil {
+			err = os.ErrDeadlineExceeded
+		}
+	}
+	if (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) && len(buf)-n >= maxEvent {
+		// The kernel returns every queued event that fits: the queue was
+		// empty when this read began, or held only what it returned.
+		w.drained = start
+	}
+	return n, err
+}
+
+// readNow reads what is queued without waiting: 0 and no error when nothing is.
+func (w *treeWatcher) readNow(buf []byte) (int, error) {
+	if err := w.f.SetReadDeadline(time.Time{}); err != nil {
+		return 0, err
+	}
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n, rerr := 0, error(nil)
+	if err := rc.Read(func(fd uintptr) bool {
+		n, rerr = unix.Read(int(fd), buf)
+		return true // never wait
+	}); err != nil {
+		return 0, err
+	}
+	if errors.Is(rerr, unix.EAGAIN) {
+		return 0, nil
+	}
+	if rerr != nil {
+		return 0, os.NewSyscallError("read", rerr)
+	}
+	return n, nil
 }
 
 // pending reports whether the window holds anything.
