@@ -34,22 +34,35 @@ import (
 // out-of-band program) moves the stat and the session is judged by its
 // observation again, which is then stale: ESTALE.
 
-// ownWrites is what the node knows of a bound session's own changes.
+// ownWrites is what the node knows of a bound session's own changes. Most
+// nodes never see one (people's files, files only read): the record is
+// allocated by the first, so an idle node costs a pointer.
 type ownWrites struct {
-	mu      sync.Mutex
+	mu  sync.Mutex
+	own *ownRecord // nil until a bound session changes the file
+}
+
+// ownRecord is a bound session's last own change of the file.
+type ownRecord struct {
 	session policy.SessionID
-	expect  unix.Stat_t // backing stat right after the session's last own change
-	valid   bool
+	expect  bytesStat // the file right after the session's last own change
 	// The session's last record of its own change: the version it hashed
-	// and the stat the file had throughout that hash (recorded).
-	recStat unix.Stat_t
+	// and the file as it was throughout that hash (recorded).
+	recStat bytesStat
 	recVer  provider.Version
 }
 
-// sameBytesStat reports whether two stats of one file can only differ by
-// metadata (mode, owner, ctime): same identity, size and mtime.
-func sameBytesStat(a, b *unix.Stat_t) bool {
-	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim
+// bytesStat is what of a stat tells whether a file's bytes may have moved:
+// its identity, size and modification time.
+type bytesStat struct {
+	dev, ino uint64
+	size     int64
+	mtim     unix.Timespec
+}
+
+// bytesOf is st's bytesStat.
+func bytesOf(st *unix.Stat_t) bytesStat {
+	return bytesStat{dev: st.Dev, ino: st.Ino, size: st.Size, mtim: st.Mtim}
 }
 
 // ownedBy reports whether st is the file as session s left it with its
@@ -60,7 +73,7 @@ func (o *ownWrites) ownedBy(s policy.SessionID, st *unix.Stat_t) bool {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.valid && o.session == s && sameBytesStat(&o.expect, st)
+	return o.own != nil && o.own.session == s && o.own.expect == bytesOf(st)
 }
 
 // note records that session s just changed the file, which now has stat st.
@@ -70,10 +83,13 @@ func (o *ownWrites) note(s policy.SessionID, st *unix.Stat_t) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.session != s {
-		o.recVer = ""
+	if o.own == nil {
+		o.own = &ownRecord{}
 	}
-	o.session, o.expect, o.valid = s, *st, true
+	if o.own.session != s {
+		o.own.recVer = ""
+	}
+	o.own.session, o.own.expect = s, bytesOf(st)
 }
 
 // recorded notes that session s recorded its own change of the file as
@@ -84,8 +100,8 @@ func (o *ownWrites) recorded(s policy.SessionID, st *unix.Stat_t, v provider.Ver
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.valid && o.session == s {
-		o.recStat, o.recVer = *st, v
+	if o.own != nil && o.own.session == s {
+		o.own.recStat, o.own.recVer = bytesOf(st), v
 	}
 }
 
@@ -100,10 +116,11 @@ func (o *ownWrites) recordedVersion(s policy.SessionID, st *unix.Stat_t) (provid
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.valid || o.session != s || o.recVer == "" || !sameBytesStat(&o.expect, st) || !sameBytesStat(&o.recStat, st) {
+	r := o.own
+	if r == nil || r.session != s || r.recVer == "" || r.expect != bytesOf(st) || r.recStat != bytesOf(st) {
 		return "", false
 	}
-	return o.recVer, true
+	return r.recVer, true
 }
 
 // advance moves the remembered stat from before to after when session s
