@@ -11,8 +11,8 @@ import (
 )
 
 // TestMemoryLimitFor_NeverSitsAtTheLiveHeap pins the soft limit's rule: the
-// floor while the live heap is small, else half the floor above the live
-// heap, so the collector never runs back to back.
+// floor while the live heap is small, else 48 MiB above the live heap, so
+// the collector never runs back to back.
 func TestMemoryLimitFor_NeverSitsAtTheLiveHeap(t *testing.T) {
 	const floor = 128 << 20
 	for _, c := range []struct {
@@ -22,12 +22,13 @@ func TestMemoryLimitFor_NeverSitsAtTheLiveHeap(t *testing.T) {
 		{0, floor},
 		{32 << 20, floor},
 		{64 << 20, floor},
-		{100 << 20, 164 << 20},
-		{1 << 30, 1<<30 + 64<<20},
+		{80 << 20, floor},
+		{100 << 20, 148 << 20},
+		{1 << 30, 1<<30 + 48<<20},
 	} {
 		got := memoryLimitFor(floor, c.live)
 		assert.Equal(t, c.want, got, "live %d MiB", c.live>>20)
-		assert.GreaterOrEqual(t, got-int64(c.live), int64(floor/2), "headroom at live %d MiB", c.live>>20)
+		assert.GreaterOrEqual(t, got-int64(c.live), int64(48<<20), "headroom at live %d MiB", c.live>>20)
 	}
 }
 
@@ -58,7 +59,7 @@ func TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown(t *testing.T) {
 	mu.Lock()
 	live = 200 << 20
 	mu.Unlock()
-	waitFor(264 << 20)
+	waitFor(248 << 20)
 	time.Sleep(20 * time.Millisecond) // a steady heap sets nothing more
 	mu.Lock()
 	steady := append([]int64(nil), sets...)
