@@ -124,7 +124,7 @@ func (n *node) killOnSetattr(h *handle, st *unix.Stat_t) error {
 // chmodOwn sets the mode of the node's own backing file through an O_PATH
 // descriptor (as setattrBacking does, through the mount's backend).
 func (n *node) chmodOwn(mode uint32) error {
-	_, fd, _, done, err := n.ownPathFd(false)
+	_, fd, _, done, err := n.ownPathFd(n.rel(), false)
 	if err != nil {
 		return err
 	}

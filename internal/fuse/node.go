@@ -118,7 +118,12 @@ func (n *node) newChild(ctx context.Context, bs *backingStat) *fs.Inode {
 // lstat stats the node's backing file: ESTALE when its name now holds a
 // file of another type or none (see current and staleIfGone).
 func (n *node) lstat() (backingStat, error) {
-	bs, err := n.m.be.stat(n.rel())
+	return n.lstatAt(n.rel())
+}
+
+// lstatAt is lstat for a caller that holds the node's rel.
+func (n *node) lstatAt(rel string) (backingStat, error) {
+	bs, err := n.m.be.stat(rel)
 	if err != nil {
 		return bs, n.staleIfGone(err)
 	}

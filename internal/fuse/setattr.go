@@ -56,7 +56,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if h != nil {
 		before, err = fstat(h.fd())
 	} else {
-		before, err = n.lstat()
+		before, err = n.lstatAt(rel)
 	}
 	if err != nil {
 		return errnoOf(err)
@@ -67,12 +67,12 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		}
 	}
 
-	defer m.cfg.Engine.Changing(m.target(rel))()
+	defer m.cfg.Engine.Changing(t)()
 	var errno syscall.Errno
 	if h != nil {
 		errno = h.lf.Setattr(ctx, in, out)
 	} else {
-		errno = errnoOf(n.setattrBacking(in))
+		errno = errnoOf(n.setattrBacking(rel, in))
 	}
 	if errno != 0 {
 		return errno
@@ -82,7 +82,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if h != nil {
 		after, err = fstat(h.fd())
 	} else {
-		after, err = n.lstat()
+		after, err = n.lstatAt(rel)
 	}
 	if err == nil && in.Valid&gofuse.FATTR_KILL_SUIDGID != 0 {
 		err = n.killOnSetattr(h, &after.st) // killpriv.go
@@ -91,7 +91,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		return errnoOf(err)
 	}
 	if h != nil && !n.linked() {
-		rel = h.rel
+		rel, t = h.rel, m.target(h.rel)
 	}
 	op := policy.OpSetattr
 	beforeVer := m.knownVersion(a, &before.st)
@@ -101,16 +101,16 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		m.be.changed(rel)
 		n.own.note(a.Session, &after.st)
 		if h != nil {
-			afterVer = m.recordVersion(a, m.target(rel), h.fd())
-		} else if a.Session != "" && !m.cfg.Engine.OutsideGuard(a, m.target(rel)) {
+			afterVer = m.recordVersion(a, t, h.fd())
+		} else if a.Session != "" && !m.cfg.Engine.OutsideGuard(a, t) {
 			afterVer, _ = m.versionOfRel(rel, &after.st)
 		}
 	} else {
 		n.own.advance(a.Session, &before.st, &after.st)
-		m.keepOwnMeta(a, m.target(rel), &before.st, &after.st)
+		m.keepOwnMeta(a, t, &before.st, &after.st)
 		afterVer = m.knownVersion(a, &after.st)
 	}
-	m.record(ctx, a, op, m.target(rel), beforeVer, afterVer, nil)
+	m.record(ctx, a, op, t, beforeVer, afterVer, nil)
 	if h != nil && h.writable {
 		h.noteSetattr(&after.st, afterVer)
 	}
@@ -144,9 +144,9 @@ func (m *mountState) guardTruncate(a policy.Actor, n *node, h *handle, rel strin
 // through procPath (the descriptor's inode, not a name), chown on the
 // descriptor, times on the name in its directory without following it.
 // Truncation comes before the times, so an explicit mtime is kept.
-func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
+func (n *node) setattrBacking(rel string, in *gofuse.SetAttrIn) error {
 	size, truncating := in.GetSize()
-	e, fd, bs, done, err := n.ownPathFd(truncating && size == 0)
+	e, fd, bs, done, err := n.ownPathFd(rel, truncating && size == 0)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
 		if err := unix.Chmod(procPath(fd), mode&07777); err != nil {
 			return err
 		}
-		n.m.be.changed(n.rel())
+		n.m.be.changed(rel)
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
@@ -204,8 +204,7 @@ func (n *node) setattrBacking(in *gofuse.SetAttrIn) error {
 // (a branch copies it up first, without content when empty) and opens it
 // as O_PATH without following a link; it checks that the file is still the
 // node's. done closes what it opened.
-func (n *node) ownPathFd(empty bool) (e entry, fd int, bs backingStat, done func(), err error) {
-	rel := n.rel()
+func (n *node) ownPathFd(rel string, empty bool) (e entry, fd int, bs backingStat, done func(), err error) {
 	if err := n.m.be.prepare(rel, empty); err != nil {
 		return entry{}, -1, bs, nil, n.staleIfGone(err)
 	}
