@@ -312,12 +312,13 @@ func runRequests(c *runConfig, self, base string, tree reqTree) ([]*RequestRow, 
 		logf("requests: pass %d of %d", pass, c.Reps)
 		for _, step := range reqSteps {
 			units := c.ReqFiles
-			switch {
-			case step.Seq:
+			switch step.unit() {
+			case stepMiB:
 				units = c.ReqMiB
-			case step.Tree && tree.Tar == "":
-				continue
-			case step.Tree:
+			case stepTree:
+				if tree.Tar == "" {
+					continue
+				}
 				units = tree.Entries
 			}
 			for _, t := range passOrder(pass) {

@@ -133,15 +133,22 @@ const (
 	stepTree
 )
 
+// unit is what the step counts per.
+func (s reqStep) unit() stepUnit {
+	switch {
+	case s.Seq:
+		return stepMiB
+	case s.Tree:
+		return stepTree
+	}
+	return stepFiles
+}
+
 // unitOf is the unit of the step named name.
 func unitOf(name string) stepUnit {
 	for _, s := range reqSteps {
-		switch {
-		case s.Name != name:
-		case s.Seq:
-			return stepMiB
-		case s.Tree:
-			return stepTree
+		if s.Name == name {
+			return s.unit()
 		}
 	}
 	return stepFiles
