@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -11,8 +13,8 @@ import (
 )
 
 // TestMemoryLimitFor_NeverSitsAtTheLiveHeap pins the soft limit's rule: the
-// floor while the live heap is small, else 48 MiB above the live heap, so
-// the collector never runs back to back.
+// floor while the heap is small, else 32 MiB above what it holds, so the
+// collector never runs back to back.
 func TestMemoryLimitFor_NeverSitsAtTheLiveHeap(t *testing.T) {
 	const floor = 128 << 20
 	for _, c := range []struct {
@@ -22,13 +24,13 @@ func TestMemoryLimitFor_NeverSitsAtTheLiveHeap(t *testing.T) {
 		{0, floor},
 		{32 << 20, floor},
 		{64 << 20, floor},
-		{80 << 20, floor},
-		{100 << 20, 148 << 20},
-		{1 << 30, 1<<30 + 48<<20},
+		{96 << 20, floor},
+		{100 << 20, 132 << 20},
+		{1 << 30, 1<<30 + 32<<20},
 	} {
 		got := memoryLimitFor(floor, c.live)
 		assert.Equal(t, c.want, got, "live %d MiB", c.live>>20)
-		assert.GreaterOrEqual(t, got-int64(c.live), int64(48<<20), "headroom at live %d MiB", c.live>>20)
+		assert.GreaterOrEqual(t, got-int64(c.live), int64(32<<20), "headroom at live %d MiB", c.live>>20)
 	}
 }
 
@@ -59,7 +61,7 @@ func TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown(t *testing.T) {
 	mu.Lock()
 	live = 200 << 20
 	mu.Unlock()
-	waitFor(248 << 20)
+	waitFor(232 << 20)
 	time.Sleep(20 * time.Millisecond) // a steady heap sets nothing more
 	mu.Lock()
 	steady := append([]int64(nil), sets...)
@@ -69,4 +71,29 @@ func TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown(t *testing.T) {
 	waitFor(128 << 20)
 	cancel()
 	<-done
+}
+
+// TestHeldMemory_CountsTheLiveHeapAndWhatTheRuntimeKeepsAroundIt pins the
+// measure the limit follows: at least the live heap, never more than the
+// runtime holds from the system, and it grows with live objects.
+func TestHeldMemory_CountsTheLiveHeapAndWhatTheRuntimeKeepsAroundIt(t *testing.T) {
+	total := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64() - s[1].Value.Uint64()
+	}
+	runtime.GC()
+	before := heldMemory()
+	assert.Positive(t, before)
+	assert.LessOrEqual(t, before, total())
+
+	keep := make([][]byte, 64)
+	for i := range keep {
+		keep[i] = make([]byte, 1<<20)
+	}
+	runtime.GC()
+	after := heldMemory()
+	assert.GreaterOrEqual(t, after, before+48<<20, "64 MiB kept live")
+	assert.LessOrEqual(t, after, total())
+	runtime.KeepAlive(keep)
 }
