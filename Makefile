@@ -47,12 +47,12 @@ bench-go:
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./patch/
-	$(GO) test -run '^$$' -fuzz '^FuzzApplyHunks$$' -fuzztime $(FUZZTIME) ./patch/
-	$(GO) test -run '^$$' -fuzz '^FuzzDispatch$$' -fuzztime $(FUZZTIME) ./control/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLine$$' -fuzztime $(FUZZTIME) ./control/
-	$(GO) test -run '^$$' -fuzz '^FuzzMarshalRecords$$' -fuzztime $(FUZZTIME) ./internal/policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./internal/merge/
+	GO=$(GO) bash scripts/fuzz.sh ./patch/ FuzzParse $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh ./patch/ FuzzApplyHunks $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh ./control/ FuzzDispatch $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh ./control/ FuzzDecodeLine $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh ./internal/policy/ FuzzMarshalRecords $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh ./internal/merge/ FuzzMerge $(FUZZTIME)
 
 lint-basic:
 	$(GO) vet $(PKGS)
