@@ -113,7 +113,7 @@ func TestTreeSnap_BelowIsExactWhateverTheOrderOfChanges(t *testing.T) {
 // it returns the delivered events rendered, in their order.
 func drainTree(t *testing.T, w *treeWatcher, delivered *[]TreeEvent) []string {
 	t.Helper()
-	buf := make([]byte, 256*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	buf := make([]byte, treeReadBuf)
 	for {
 		require.NoError(t, w.f.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
 		n, err := w.f.Read(buf)

@@ -327,7 +327,7 @@ func under(p, dir string) bool {
 // run reads events until Close, flushing each window when it ends.
 func (w *treeWatcher) run() {
 	defer close(w.done)
-	buf := make([]byte, 256*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	buf := make([]byte, treeReadBuf)
 	for {
 		n, err := w.read(buf)
 		ended := errors.Is(err, os.ErrDeadlineExceeded)
@@ -351,12 +351,19 @@ func (w *treeWatcher) run() {
 	}
 }
 
+// maxTreeEvent is the largest inotify event: its header and a name of
+// NAME_MAX bytes with its NUL.
+const maxTreeEvent = unix.SizeofInotifyEvent + unix.NAME_MAX + 1
+
+// treeReadBuf is the size of the watcher's read buffer: 256 of the largest
+// events.
+const treeReadBuf = 256 * maxTreeEvent
+
 // read reads the next events into buf, waiting at most until the window
 // ends, and records in drained when the kernel's queue was last seen empty.
 // It returns os.ErrDeadlineExceeded, after a last look at the queue, when
 // the window ended: n may then be above zero.
 func (w *treeWatcher) read(buf []byte) (n int, err error) {
-	const maxEvent = unix.SizeofInotifyEvent + unix.NAME_MAX + 1
 	if w.pending() {
 		_ = w.f.SetReadDeadline(w.first.Add(w.opts.Window))
 	} else {
@@ -374,7 +381,7 @@ func (w *treeWatcher) read(buf []byte) (n int, err error) {
 			err = os.ErrDeadlineExceeded
 		}
 	}
-	if (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) && len(buf)-n >= maxEvent {
+	if (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) && len(buf)-n >= maxTreeEvent {
 		// The kernel returns every queued event that fits: the queue was
 		// empty when this read began, or held only what it returned.
 		w.drained = start

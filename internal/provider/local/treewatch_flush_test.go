@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 func TestWatchTree_AFlushOnPathEndsTheWindowAtOnce(t *testing.T) {
@@ -33,7 +32,7 @@ func TestTreeWatch_AnEndedWindowStillReadsWhatWasQueuedBeforeIt(t *testing.T) {
 	w, err := fs.newTreeWatcher(TreeWatchOptions{Window: time.Millisecond, MaxPending: 100}, func([]TreeEvent, error) {})
 	require.NoError(t, err)
 	defer w.f.Close() // never started: nothing to wait for
-	buf := make([]byte, 256*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	buf := make([]byte, treeReadBuf)
 
 	w.touch("pending.txt", false)
 	w.first = time.Now().Add(-time.Hour) // the window ended long ago
