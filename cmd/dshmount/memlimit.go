@@ -14,7 +14,7 @@ import (
 // live heap.
 const defaultMemoryLimit = 128 << 20
 
-// memoryLimitPeriod is how often the soft limit follows the live heap.
+// memoryLimitPeriod is how often the soft limit follows what the heap holds.
 const memoryLimitPeriod = time.Second
 
 // memoryLimitFor is the soft limit for a heap that needs held bytes (its
@@ -35,12 +35,12 @@ func memoryLimitFor(floor int64, held uint64) int64 {
 // memoryHeadroom is how far above what the heap holds the limit sits.
 func memoryHeadroom(floor int64) int64 { return floor / 4 }
 
-// followLiveHeap keeps the runtime's soft memory limit at
+// followHeldMemory keeps the runtime's soft memory limit at
 // memoryLimitFor(floor, held) until ctx ends, checking every period; held
 // reads what the heap holds (heldMemory), set sets the limit. The limit
 // rises at once and falls only by more than an eighth, so a steady heap
 // sets nothing.
-func followLiveHeap(ctx context.Context, floor int64, period time.Duration, held func() uint64, set func(int64) int64) {
+func followHeldMemory(ctx context.Context, floor int64, period time.Duration, held func() uint64, set func(int64) int64) {
 	limit := memoryLimitFor(floor, held())
 	set(limit)
 	t := time.NewTicker(period)
@@ -90,5 +90,5 @@ func startMemoryLimit(ctx context.Context, gomemlimitSet bool) {
 	if gomemlimitSet {
 		return
 	}
-	go followLiveHeap(ctx, defaultMemoryLimit, memoryLimitPeriod, heldMemory, debug.SetMemoryLimit)
+	go followHeldMemory(ctx, defaultMemoryLimit, memoryLimitPeriod, heldMemory, debug.SetMemoryLimit)
 }

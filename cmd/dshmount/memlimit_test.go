@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMemoryLimitFor_NeverSitsAtTheLiveHeap pins the soft limit's rule: the
+// TestMemoryLimitFor_NeverSitsAtWhatTheHeapHolds pins the soft limit's rule: the
 // floor while the heap is small, else 32 MiB above what it holds, so the
 // collector never runs back to back.
-func TestMemoryLimitFor_NeverSitsAtTheLiveHeap(t *testing.T) {
+func TestMemoryLimitFor_NeverSitsAtWhatTheHeapHolds(t *testing.T) {
 	const floor = 128 << 20
 	for _, c := range []struct {
-		live uint64
+		held uint64
 		want int64
 	}{
 		{0, floor},
@@ -28,25 +28,25 @@ func TestMemoryLimitFor_NeverSitsAtTheLiveHeap(t *testing.T) {
 		{100 << 20, 132 << 20},
 		{1 << 30, 1<<30 + 32<<20},
 	} {
-		got := memoryLimitFor(floor, c.live)
-		assert.Equal(t, c.want, got, "live %d MiB", c.live>>20)
-		assert.GreaterOrEqual(t, got-int64(c.live), int64(32<<20), "headroom at live %d MiB", c.live>>20)
+		got := memoryLimitFor(floor, c.held)
+		assert.Equal(t, c.want, got, "held %d MiB", c.held>>20)
+		assert.GreaterOrEqual(t, got-int64(c.held), int64(32<<20), "headroom at held %d MiB", c.held>>20)
 	}
 }
 
-// TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown pins that the limit is
+// TestFollowHeldMemory_TheLimitFollowsTheHeapUpAndDown pins that the limit is
 // set at once, follows a heap that grows and shrinks, and is left alone
 // while the heap holds steady.
-func TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown(t *testing.T) {
+func TestFollowHeldMemory_TheLimitFollowsTheHeapUpAndDown(t *testing.T) {
 	var mu sync.Mutex
-	live := uint64(10 << 20)
+	held := uint64(10 << 20)
 	var sets []int64
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		followLiveHeap(ctx, 128<<20, time.Millisecond,
-			func() uint64 { mu.Lock(); defer mu.Unlock(); return live },
+		followHeldMemory(ctx, 128<<20, time.Millisecond,
+			func() uint64 { mu.Lock(); defer mu.Unlock(); return held },
 			func(l int64) int64 { mu.Lock(); defer mu.Unlock(); sets = append(sets, l); return 0 })
 	}()
 	waitFor := func(want int64) {
@@ -59,13 +59,13 @@ func TestFollowLiveHeap_TheLimitFollowsTheHeapUpAndDown(t *testing.T) {
 	}
 	waitFor(128 << 20)
 	mu.Lock()
-	live = 200 << 20
+	held = 200 << 20
 	mu.Unlock()
 	waitFor(232 << 20)
 	time.Sleep(20 * time.Millisecond) // a steady heap sets nothing more
 	mu.Lock()
 	steady := append([]int64(nil), sets...)
-	live = 20 << 20
+	held = 20 << 20
 	mu.Unlock()
 	assert.Len(t, steady, 2, "sets while the heap held steady: %v", steady)
 	waitFor(128 << 20)
